@@ -1,0 +1,92 @@
+"""The settings of one training run, validated in one place."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+from trainer.errors import ConfigError
+
+PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
+AMP_PRECISIONS = ("amp-fp16", "amp-bf16")
+DATA_SOURCES = ("cifar10", "synthetic")
+LOADERS = ("dataloader", "resident")
+WIDTHS = (1, 2, 4, 8)
+DEVICES = ("auto", "cpu", "cuda")
+
+# Hard ceilings that keep a typo from hanging the machine; an instructor's limits are stricter.
+MAX_EPOCHS = 1000
+MAX_BATCH_SIZE = 65536
+
+
+@dataclass
+class RunConfig:
+    """One run: the lab's hyperparameters plus the knobs this app adds."""
+
+    precision: str = "fp32"  # fp32 | tf32 | amp-fp16 | amp-bf16
+    epochs: int = 5
+    batch_size: int = 256
+    data: str = "cifar10"  # cifar10 | synthetic
+    data_root: str = "./data"
+    loader: str = "dataloader"  # dataloader (the lab's) | resident (whole split on the device)
+    subset: int | None = None  # first N training images; None = the whole split
+    test_subset: int | None = None  # first N test images for the accuracy check
+    width: int = 1  # channel / hidden-unit multiplier; 1 = the lab's SimpleCNN
+    channels_last: bool = False
+    cudnn_benchmark: bool = False
+    device: str = "auto"  # auto | cpu | cuda
+    seed: int = 0
+    num_workers: int = 4  # DataLoader workers, as in the lab
+    lr: float = 0.01
+    momentum: float = 0.9
+    log_every: int = 100  # steps between recorded (and printed) losses, as in the lab
+    warmup_steps: int = 5  # first steps left out of the steady-state throughput
+    breakdown: bool = False  # time data waiting vs compute (adds one sync per step on CUDA)
+
+    def validate(self) -> "RunConfig":
+        """Raise ConfigError with one clear line for the first bad value; return self."""
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("data", self.data, DATA_SOURCES)
+        _choice("loader", self.loader, LOADERS)
+        _choice("width", self.width, WIDTHS)
+        _choice("device", self.device, DEVICES)
+        _int_range("epochs", self.epochs, 1, MAX_EPOCHS)
+        _int_range("batch size", self.batch_size, 1, MAX_BATCH_SIZE)
+        _int_range("num_workers", self.num_workers, 0, 64)
+        _int_range("log_every", self.log_every, 1, 1_000_000)
+        _int_range("warmup_steps", self.warmup_steps, 0, 1_000_000)
+        _int_range("seed", self.seed, 0, 2**31 - 1)
+        if self.subset is not None:
+            _int_range("subset", self.subset, 1, 10_000_000)
+        if self.test_subset is not None:
+            _int_range("test_subset", self.test_subset, 1, 10_000_000)
+        if not (0 < self.lr < 10):
+            raise ConfigError(f"learning rate must be between 0 and 10, got {self.lr}")
+        if not (0 <= self.momentum < 1):
+            raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
+        return self
+
+    @property
+    def is_amp(self) -> bool:
+        return self.precision in AMP_PRECISIONS
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunConfig":
+        """Build from a dict, ignoring keys this version does not know (older or newer results)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _choice(name: str, value, allowed: tuple) -> None:
+    if value not in allowed:
+        listed = ", ".join(str(a) for a in allowed)
+        raise ConfigError(f"unknown {name} {value!r}: choose one of {listed}")
+
+
+def _int_range(name: str, value, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name} must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low} and {high}, got {value}")

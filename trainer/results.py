@@ -1,0 +1,108 @@
+"""Results of runs, their JSON form, and the lab's fp32-vs-AMP comparison computed from two of them."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+# The figures the lab itself reports for its GPU (5 epochs, batch 256); shown beside ours as a reference only.
+LAB_REFERENCE = {
+    "source": "the lab's own example figures (a Tensor Core GPU, 5 epochs, batch 256)",
+    "fp32_time_s": 75.0,
+    "amp_time_s": 48.0,
+    "fp32_peak_memory_bytes": int(1.8e9),
+    "amp_peak_memory_bytes": int(1.1e9),
+}
+
+# Labels of the memory figures, so that every page and table names them the same way.
+MEMORY_LABELS = {
+    "torch_max_allocated": "peak allocated by PyTorch tensors (torch.cuda.max_memory_allocated)",
+    "torch_max_reserved": "peak reserved by PyTorch's caching allocator (torch.cuda.max_memory_reserved)",
+    "nvml_device_used": "peak device memory in use, as nvidia-smi reports it (pynvml, sampled)",
+    "process_rss_growth": "peak growth of the process's resident memory during training (CPU)",
+}
+
+
+@dataclass
+class RunResult:
+    """Everything measured in one run, with the config and environment that produced it."""
+
+    config: dict
+    environment: dict
+    total_time_s: float  # first batch to end of last, warm-up included (as the lab measures)
+    epoch_times_s: list[float]
+    steady_images_per_s: float | None  # after the first `warmup_steps` steps
+    peak_memory: dict[str, int]  # label (see MEMORY_LABELS) -> bytes
+    loss_history: list[dict]  # {"step", "epoch", "loss"}: mean loss over the last `log_every` steps
+    test_accuracy: float | None  # top-1 on the test split, evaluated in the run's precision
+    skipped_steps: int = 0  # optimizer steps skipped by the GradScaler (inf/NaN gradients)
+    warnings: list[str] = field(default_factory=list)
+    status: str = "ok"
+    warmup_steps: int = 0
+    total_steps: int = 0
+    train_images: int = 0
+    images_per_s: float | None = None  # over the whole run, warm-up included
+    epoch_losses: list[float] = field(default_factory=list)
+    loss_scale_history: list[dict] = field(default_factory=list)  # {"step", "scale"} after each update
+    skipped_step_numbers: list[int] = field(default_factory=list)
+    data_wait_s: float | None = None  # only with config.breakdown
+    compute_s: float | None = None  # only with config.breakdown
+    started_at: str = ""  # ISO time, UTC
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunResult":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunResult":
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def precision(self) -> str:
+        return self.config.get("precision", "?")
+
+
+@dataclass
+class Comparison:
+    """The lab's "Analyzing the Results" table for a baseline and a candidate run."""
+
+    baseline_precision: str
+    candidate_precision: str
+    speedup: float  # baseline time / candidate time
+    time_saved_pct: float  # positive = candidate faster
+    throughput_speedup: float | None  # steady images/s, candidate / baseline
+    memory_reduction_pct: dict[str, float]  # per memory label present in both; positive = less memory
+    accuracy_delta: float | None  # candidate - baseline, in accuracy points (0..1 scale)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Comparison":
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def compare(baseline: RunResult, candidate: RunResult) -> Comparison:
+    """Speedup, time saved, memory saved per figure and accuracy change of `candidate` over `baseline`."""
+    speedup = baseline.total_time_s / candidate.total_time_s if candidate.total_time_s > 0 else float("inf")
+    time_saved = 100.0 * (baseline.total_time_s - candidate.total_time_s) / baseline.total_time_s
+    throughput = None
+    if baseline.steady_images_per_s and candidate.steady_images_per_s:
+        throughput = candidate.steady_images_per_s / baseline.steady_images_per_s
+    memory = {
+        label: 100.0 * (base - candidate.peak_memory[label]) / base
+        for label, base in baseline.peak_memory.items()
+        if label in candidate.peak_memory and base > 0
+    }
+    accuracy = None
+    if baseline.test_accuracy is not None and candidate.test_accuracy is not None:
+        accuracy = candidate.test_accuracy - baseline.test_accuracy
+    return Comparison(baseline.precision, candidate.precision, speedup, time_saved, throughput, memory, accuracy)
