@@ -1,0 +1,158 @@
+"""Which dtype every layer of the lab model sees, computes and stores, per precision mode.
+
+One forward and backward pass on a small batch, with forward hooks reading the dtype of each layer's input,
+weight and output, and tensor hooks reading the dtype of the gradient that flows back into each output.
+AMP modes (autocast) keep fp32 weights and let autocast cast per operation; the "-true" modes convert the
+whole model with `.half()` / `.to(torch.bfloat16)`, so there is no fp32 master copy at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from trainer.errors import ConfigError, UnsupportedModeError
+from trainer.model import build_model
+
+# mode -> (autocast dtype or None, dtype the whole model and input are converted to)
+TRACE_MODES = {
+    "fp32": (None, torch.float32),
+    "amp-fp16": (torch.float16, torch.float32),
+    "amp-bf16": (torch.bfloat16, torch.float32),
+    "fp16-true": (None, torch.float16),
+    "bf16-true": (None, torch.bfloat16),
+}
+MODE_DESCRIPTIONS = {
+    "fp32": "plain fp32: every tensor in float32",
+    "amp-fp16": "AMP with float16: autocast around the forward pass, fp32 weights",
+    "amp-bf16": "AMP with bfloat16: autocast around the forward pass, fp32 weights",
+    "fp16-true": "pure half weights: model.half() and half inputs, no autocast (not AMP)",
+    "bf16-true": "pure bfloat16 weights: model.to(torch.bfloat16), no autocast (not AMP)",
+}
+
+
+@dataclass
+class LayerDtypes:
+    """One leaf layer's dtypes in one mode; '-' where the layer has no weight."""
+
+    layer: str  # e.g. "features.0"
+    kind: str  # e.g. "Conv2d"
+    input_dtype: str
+    weight_dtype: str  # the stored parameter (the master copy under autocast)
+    output_dtype: str
+    weight_grad_dtype: str  # dtype of .grad after backward
+    output_grad_dtype: str  # dtype of d loss / d output flowing back into this layer
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class AutocastTrace:
+    mode: str
+    device: str
+    layers: list[LayerDtypes] = field(default_factory=list)
+    loss_dtype: str = ""
+    logits_dtype: str = ""
+
+    def to_rows(self) -> list[dict]:
+        return [row.to_dict() for row in self.layers]
+
+
+def dtype_name(dtype: torch.dtype | None) -> str:
+    """torch.float16 -> 'float16'."""
+    return "-" if dtype is None else str(dtype).removeprefix("torch.")
+
+
+def trace_dtypes(mode: str, device: torch.device | str = "cpu", batch_size: int = 8, width: int = 1, seed: int = 0) -> AutocastTrace:
+    """One forward + backward of SimpleCNN in `mode` on `device`, with every leaf layer's dtypes."""
+    if mode not in TRACE_MODES:
+        raise ConfigError(f"unknown trace mode {mode!r}: choose one of {', '.join(TRACE_MODES)}")
+    device = torch.device(device)
+    autocast_dtype, model_dtype = TRACE_MODES[mode]
+    _check_supported(mode, device, autocast_dtype, model_dtype)
+    model = build_model(width, device, seed=seed).to(model_dtype)
+    generator = torch.Generator().manual_seed(seed)
+    images = torch.randn(batch_size, 3, 32, 32, generator=generator).to(device, model_dtype)
+    labels = torch.randint(0, 10, (batch_size,), generator=generator).to(device)
+
+    rows: dict[str, LayerDtypes] = {}
+    handles = [
+        module.register_forward_hook(_recorder(name, module, rows))
+        for name, module in model.named_modules()
+        if not list(module.children())
+    ]
+    autocast = (
+        torch.autocast(device_type=device.type, dtype=autocast_dtype)
+        if autocast_dtype is not None
+        else contextlib.nullcontext()
+    )
+    with autocast:
+        logits = model(images)
+        loss = nn.functional.cross_entropy(logits, labels)
+    loss.backward()  # outside autocast, as the AMP recipe says
+    for handle in handles:
+        handle.remove()
+    for name, module in model.named_modules():
+        weight = getattr(module, "weight", None)
+        if name in rows and isinstance(weight, nn.Parameter):
+            rows[name].weight_grad_dtype = dtype_name(weight.grad.dtype)
+    return AutocastTrace(
+        mode=mode,
+        device=device.type,
+        layers=list(rows.values()),
+        loss_dtype=dtype_name(loss.dtype),
+        logits_dtype=dtype_name(logits.dtype),
+    )
+
+
+def available_modes(device: torch.device | str) -> list[str]:
+    """The modes this device can trace (bf16 needs native support on a GPU)."""
+    device = torch.device(device)
+    modes = []
+    for mode, (autocast_dtype, model_dtype) in TRACE_MODES.items():
+        try:
+            _check_supported(mode, device, autocast_dtype, model_dtype)
+        except UnsupportedModeError:
+            continue
+        modes.append(mode)
+    return modes
+
+
+def _check_supported(mode: str, device: torch.device, autocast_dtype, model_dtype) -> None:
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UnsupportedModeError("no CUDA GPU is visible: trace on the cpu instead")
+        uses_bf16 = torch.bfloat16 in (autocast_dtype, model_dtype)
+        if uses_bf16 and not torch.cuda.is_bf16_supported(including_emulation=False):
+            raise UnsupportedModeError(f"{mode} needs a GPU with native bfloat16: trace the fp16 modes instead")
+    elif device.type != "cpu":
+        raise UnsupportedModeError(f"device {device.type!r} is not supported: use cpu or cuda")
+
+
+def _recorder(name: str, module: nn.Module, rows: dict[str, LayerDtypes]):
+    """A forward hook that fills the row of one layer, and a tensor hook for its output's gradient."""
+
+    def record(module, inputs, output):
+        weight = getattr(module, "weight", None)
+        row = LayerDtypes(
+            layer=name,
+            kind=type(module).__name__,
+            input_dtype=dtype_name(inputs[0].dtype),
+            weight_dtype=dtype_name(weight.dtype) if isinstance(weight, nn.Parameter) else "-",
+            output_dtype=dtype_name(output.dtype),
+            weight_grad_dtype="-",
+            output_grad_dtype="-",
+        )
+        rows[name] = row
+
+        def record_gradient(grad):
+            row.output_grad_dtype = dtype_name(grad.dtype)
+
+        if output.requires_grad:
+            output.register_hook(record_gradient)
+
+    return record
