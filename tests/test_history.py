@@ -1,0 +1,177 @@
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from trainer.config import RunConfig
+from trainer.errors import TrainerError
+from trainer.history import HistoryError, HistoryStore
+from trainer.isolated import RunOutcome
+from trainer.jobs import JobSpec, JobView
+from trainer.progress import Progress
+from trainer.results import RunResult
+
+
+def make_result(config: RunConfig, images_per_s: float = 1000.0) -> RunResult:
+    return RunResult(
+        config=config.to_dict(),
+        environment={"device_type": "cpu"},
+        total_time_s=2.0,
+        epoch_times_s=[2.0],
+        steady_images_per_s=images_per_s,
+        peak_memory={"process_rss_growth": 1_000_000},
+        loss_history=[{"step": 1, "epoch": 1, "loss": 2.3}, {"step": 2, "epoch": 1, "loss": 2.1}],
+        test_accuracy=0.25,
+        train_images=config.subset or 50_000,
+    )
+
+
+def make_job(
+    job_id: str,
+    precisions=("fp32", "amp-bf16"),
+    status: str = "done",
+    label: str = "",
+    created_at: float | None = None,
+    session_id: str = "session-a",
+    kind: str = "compare",
+) -> JobView:
+    runs = [RunConfig(precision=p, epochs=1, subset=256, device="cpu") for p in precisions]
+    finished = status == "done"
+    outcomes = [RunOutcome(run, "ok", result=make_result(run)) for run in runs] if finished else []
+    return JobView(
+        id=job_id,
+        session_id=session_id,
+        kind=kind,
+        label=label,
+        status=status,
+        queue_position=None,
+        estimated_wait_s=None,
+        current_run=len(runs) - 1,
+        progress=Progress("training") if status == "running" else None,
+        live_losses=[],
+        outcomes=outcomes,
+        error=None,
+        spec=JobSpec(kind, runs, label),
+        created_at=created_at if created_at is not None else time.time(),
+        started_at=None,
+        finished_at=time.time() if finished else None,
+        extras={"device_type": "cpu", "run_wall_s": [5.0] * len(outcomes)},
+    )
+
+
+@pytest.fixture
+def store(tmp_path):
+    return HistoryStore(tmp_path / "state" / "history.sqlite3")
+
+
+def test_creates_the_folder_and_uses_wal_mode(tmp_path):
+    path = tmp_path / "deep" / "state" / "history.sqlite3"
+    HistoryStore(path)
+    assert path.exists()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_round_trip_keeps_spec_outcomes_and_results(store):
+    job = make_job("a" * 32, label="my first compare")
+    store.save_job(job)
+    loaded = store.get_job(job.id)
+    assert loaded.spec == job.spec
+    assert loaded.status == "done" and loaded.label == "my first compare"
+    assert [o.result.precision for o in loaded.outcomes] == ["fp32", "amp-bf16"]
+    assert loaded.results[1].loss_history == job.outcomes[1].result.loss_history
+    assert loaded.live_losses[0] == job.outcomes[0].result.loss_history
+    assert loaded.extras == job.extras
+    assert store.get_job("f" * 32) is None
+
+
+def test_save_job_replaces_the_row(store):
+    job = make_job("b" * 32, status="running")
+    store.save_job(job)
+    job.status, job.error = "failed", "run 1 of 2 (fp32): out of memory"
+    store.save_job(job)
+    assert len(store.list_jobs()) == 1
+    assert store.get_job(job.id).error == "run 1 of 2 (fp32): out of memory"
+
+
+def test_list_jobs_filters_and_orders_newest_first(store):
+    now = time.time()
+    store.save_job(make_job("1" * 32, ("fp32", "amp-bf16"), label="Baseline vs bf16", created_at=now - 30))
+    store.save_job(make_job("2" * 32, ("fp32", "amp-fp16"), label="fp16 try", created_at=now - 20))
+    store.save_job(make_job("3" * 32, ("fp32",), status="queued", kind="run", created_at=now - 10))
+    assert [j.id[0] for j in store.list_jobs()] == ["3", "2", "1"]
+    assert [j.id[0] for j in store.list_jobs(kind="compare")] == ["2", "1"]
+    assert [j.id[0] for j in store.list_jobs(status="queued")] == ["3"]
+    assert [j.id[0] for j in store.list_jobs(precision="amp-fp16")] == ["2"]
+    assert [j.id[0] for j in store.list_jobs(precision="amp")] == []  # whole names only
+    assert [j.id[0] for j in store.list_jobs(text="BASELINE")] == ["1"]
+    assert [j.id[0] for j in store.list_jobs(text="%")] == []  # no wildcards from a learner
+    assert [j.id[0] for j in store.list_jobs(limit=2)] == ["3", "2"]
+    assert store.list_jobs(session_id="nobody") == []
+
+
+def test_list_runs_returns_successful_runs_across_jobs(store):
+    store.save_job(make_job("1" * 32, ("fp32", "amp-bf16")))
+    store.save_job(make_job("2" * 32, ("fp32",), kind="run"))
+    store.save_job(make_job("3" * 32, ("fp32", "amp-fp16"), status="running"))  # no outcomes yet
+    runs = store.list_runs()
+    assert sorted((job_id[0], index) for job_id, index, _ in runs) == [("1", 0), ("1", 1), ("2", 0)]
+    assert all(isinstance(result, RunResult) for _, _, result in runs)
+    assert [(job_id[0], index) for job_id, index, _ in store.list_runs(precision="amp-bf16")] == [("1", 1)]
+    assert store.list_runs(device_type="cuda") == []
+    timings = store.run_timings("cpu", "fp32", "dataloader", 1)
+    assert len(timings) == 2 and timings[0].wall_s == 5.0 and timings[0].train_images == 256
+
+
+def test_mark_interrupted_fails_unfinished_jobs_only(store):
+    store.save_job(make_job("1" * 32, status="done"))
+    store.save_job(make_job("2" * 32, status="running"))
+    store.save_job(make_job("3" * 32, status="queued"))
+    assert store.mark_interrupted() == 2
+    assert store.get_job("1" * 32).status == "done"
+    for job_id in ("2" * 32, "3" * 32):
+        job = store.get_job(job_id)
+        assert job.status == "failed" and "restart" in job.error and job.finished_at is not None
+    assert store.mark_interrupted() == 0
+
+
+def test_concurrent_writers_from_threads_lose_nothing(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    errors = []
+
+    def writer(thread_index: int) -> None:
+        try:
+            own_store = HistoryStore(path)  # each thread its own store, as separate processes would
+            for n in range(10):
+                job = make_job(f"{thread_index:02d}{n:030d}", status="running")
+                own_store.save_job(job)
+                job.status = "done"
+                own_store.save_job(job)
+        except Exception as exc:  # surfaced below; a thread's exception would otherwise vanish
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    jobs = HistoryStore(path).list_jobs()
+    assert len(jobs) == 60 and {j.status for j in jobs} == {"done"}
+
+
+def test_a_corrupt_file_is_a_one_line_error(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    path.write_bytes(b"this is not a database at all" * 100)
+    with pytest.raises(HistoryError) as caught:
+        HistoryStore(path)
+    assert isinstance(caught.value, TrainerError)
+    assert str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_unusable_state_folder_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the state folder should be")
+    with pytest.raises(HistoryError, match="AMP_LAB_STATE_DIR"):
+        HistoryStore(blocker / "history.sqlite3")

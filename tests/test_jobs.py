@@ -1,0 +1,394 @@
+import os
+import signal
+import threading
+import time
+
+import pytest
+
+from trainer.config import RunConfig
+from trainer.errors import ConfigError
+from trainer.history import HistoryStore
+from trainer.isolated import RunOutcome, run_isolated
+from trainer.jobs import JobManager, JobSpec
+from trainer.progress import Progress
+from trainer.results import RunResult
+from trainer.settings import Settings
+
+WAIT_S = 20.0
+
+
+def wait_until(predicate, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the job manager")
+        time.sleep(0.01)
+
+
+def ok_outcome(config: RunConfig) -> RunOutcome:
+    result = RunResult(
+        config=config.to_dict(),
+        environment={"device_type": "cpu"},
+        total_time_s=0.5,
+        epoch_times_s=[0.5],
+        steady_images_per_s=1000.0,
+        peak_memory={},
+        loss_history=[{"step": 1, "epoch": 1, "loss": 2.0}],
+        test_accuracy=0.1,
+        train_images=config.subset or 50_000,
+    )
+    return RunOutcome(config, "ok", result=result)
+
+
+class FakeRunner:
+    """Stands in for run_isolated: records calls and overlap; holds each run until released (if gated)."""
+
+    def __init__(self, gated: bool = False, fail_batch: int | None = None):
+        self.release = threading.Event()
+        if not gated:
+            self.release.set()
+        self.fail_batch = fail_batch
+        self.calls: list[RunConfig] = []
+        self.active = 0
+        self.max_active = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, config, on_progress=None, should_cancel=None, on_spawn=None):
+        with self.lock:
+            self.calls.append(config)
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+        try:
+            on_spawn(4242)
+            on_progress(Progress("training", 1, 1, 1, 4, 1, 4, loss=2.5, images_per_s=900.0, eta_s=1.0))
+            while not self.release.wait(0.01):
+                if should_cancel():
+                    return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+            time.sleep(0.005)  # long enough that an overlapping run would be seen
+            if config.batch_size == self.fail_batch:
+                message = f"batch size {config.batch_size} does not fit in device memory; try a smaller batch"
+                return RunOutcome(config, "failed", error=message, error_kind="OutOfMemoryError")
+            return ok_outcome(config)
+        finally:
+            with self.lock:
+                self.active -= 1
+
+    @property
+    def seeds(self) -> list[int]:
+        return [config.seed for config in self.calls]
+
+
+def compare_spec(seed: int = 0, batch_size: int = 64, **overrides) -> JobSpec:
+    runs = [
+        RunConfig(precision=p, epochs=1, batch_size=batch_size, data="synthetic", subset=256, seed=seed, **overrides)
+        for p in ("fp32", "amp-bf16")
+    ]
+    return JobSpec("compare", runs, label=f"job {seed}")
+
+
+def run_spec(seed: int = 0, **overrides) -> JobSpec:
+    values = {"epochs": 1, "batch_size": 64, "data": "synthetic", "subset": 256, "seed": seed, **overrides}
+    return JobSpec("run", [RunConfig(**values)])
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_session=2)
+
+
+@pytest.fixture
+def make_manager(settings):
+    managers = []
+
+    def make(runner, **kwargs):
+        kwargs.setdefault("device_type", "cpu")
+        manager = JobManager(settings, runner=runner, **kwargs)
+        managers.append(manager)
+        return manager
+
+    yield make
+    for manager in managers:
+        manager.shutdown(wait=True, timeout=WAIT_S)
+
+
+def test_jobs_run_one_at_a_time_in_fifo_order_across_sessions(make_manager):
+    runner = FakeRunner()
+    manager = make_manager(runner)
+    ids = [manager.submit(f"session-{n % 3}", run_spec(seed=n)) for n in range(6)]
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    assert runner.seeds == list(range(6))
+    assert runner.max_active == 1
+    assert all(manager.get(i).status == "done" for i in ids)
+
+
+def test_queued_jobs_see_their_position_and_an_estimated_wait(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    first = manager.submit("a", compare_spec(1))
+    wait_until(lambda: manager.get(first).status == "running")
+    second = manager.submit("b", compare_spec(2))
+    third = manager.submit("c", run_spec(3))
+    running, next_up, last = manager.get(first), manager.get(second), manager.get(third)
+    assert running.queue_position is None and running.progress.images_per_s == 900.0
+    assert running.live_losses == [[{"step": 1, "epoch": 1, "loss": 2.5}]]
+    assert (next_up.queue_position, last.queue_position) == (1, 2)
+    assert 0 < next_up.estimated_wait_s < last.estimated_wait_s
+    assert next_up.estimated_total_s > 0
+    assert manager.queue_length() == 2
+    runner.release.set()
+    wait_until(lambda: manager.get(third).status == "done")
+    assert manager.get(second).queue_position is None
+
+
+def test_a_session_may_have_only_so_many_jobs_waiting(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    first = manager.submit("a", run_spec(1))
+    manager.submit("a", run_spec(2))
+    with pytest.raises(ConfigError, match="you already have 2 jobs waiting; wait for one to finish or cancel it"):
+        manager.submit("a", run_spec(3))
+    manager.submit("b", run_spec(4))  # another session is not affected
+    assert manager.cancel(first, "a")
+    wait_until(lambda: manager.get(first).finished)
+    manager.submit("a", run_spec(5))
+
+
+def test_cancel_a_queued_job(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", run_spec(1))
+    waiting = manager.submit("b", run_spec(2))
+    assert manager.cancel(waiting, "b")
+    view = manager.get(waiting)
+    assert view.status == "cancelled" and view.queue_position is None
+    assert manager.queue_length() == 0
+    assert not manager.cancel(waiting, "b")  # already over
+    runner.release.set()
+    wait_until(lambda: manager.get(running).finished)
+    assert runner.seeds == [1]
+    assert manager.store.get_job(waiting).status == "cancelled"
+
+
+def test_cancel_a_running_job_then_the_queue_goes_on(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", compare_spec(1))
+    after = manager.submit("b", run_spec(2))
+    wait_until(lambda: manager.get(running).status == "running")
+    assert manager.cancel(running, "a")
+    wait_until(lambda: manager.get(running).finished)
+    view = manager.get(running)
+    assert view.status == "cancelled" and "cancelled" in view.error
+    assert [o.status for o in view.outcomes] == ["cancelled"]  # the second run never started
+    runner.release.set()
+    wait_until(lambda: manager.get(after).finished)
+    assert manager.get(after).status == "done"
+
+
+def test_only_the_owner_can_cancel(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("owner", run_spec(1))
+    waiting = manager.submit("owner", run_spec(2))
+    assert not manager.cancel(running, "intruder")
+    assert not manager.cancel(waiting, "intruder")
+    assert not manager.cancel("not-a-job", "owner")
+    runner.release.set()
+    wait_until(lambda: manager.get(waiting).finished)
+    assert [manager.get(i).status for i in (running, waiting)] == ["done", "done"]
+
+
+def test_a_failed_run_fails_its_job_and_the_next_job_runs(make_manager):
+    runner = FakeRunner(fail_batch=4096)
+    manager = make_manager(runner)
+    failing = manager.submit("a", compare_spec(1, batch_size=4096))
+    after = manager.submit("b", run_spec(2))
+    wait_until(lambda: manager.get(after).finished)
+    view = manager.get(failing)
+    assert view.status == "failed"
+    assert view.error.startswith("run 1 of 2 (fp32): batch size 4096 does not fit in device memory")
+    assert len(view.outcomes) == 1 and view.outcomes[0].error_kind == "OutOfMemoryError"
+    assert manager.get(after).status == "done"
+    assert manager.store.get_job(failing).error == view.error
+
+
+def test_a_runner_that_raises_fails_only_its_job(make_manager):
+    calls = []
+
+    def runner(config, **callbacks):
+        calls.append(config.seed)
+        if config.seed == 1:
+            raise RuntimeError("spawn failed\nwith a second line")
+        return ok_outcome(config)
+
+    manager = make_manager(runner)
+    broken = manager.submit("a", run_spec(1))
+    fine = manager.submit("a", run_spec(2))
+    wait_until(lambda: manager.get(fine).finished)
+    assert manager.get(broken).status == "failed"
+    assert "spawn failed with a second line" in manager.get(broken).error
+    assert manager.get(fine).status == "done" and calls == [1, 2]
+
+
+def test_three_sessions_submitting_at_once_all_finish_in_order(make_manager, settings):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    barrier = threading.Barrier(3)
+    submitted: dict[int, list[str]] = {}
+
+    def learner(index: int) -> None:
+        barrier.wait()
+        submitted[index] = [manager.submit(f"session-{index}", run_spec(index * 10 + n)) for n in range(2)]
+
+    threads = [threading.Thread(target=learner, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runner.release.set()
+    ids = [job_id for own in submitted.values() for job_id in own]
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    views = [manager.get(i) for i in ids]
+    assert len(set(ids)) == 6 and all(v.status == "done" and len(v.results) == 1 for v in views)
+    by_creation = [v.spec.runs[0].seed for v in sorted(views, key=lambda v: v.created_at)]
+    assert runner.seeds == by_creation  # executed in the order the queue accepted them
+    for index in range(3):
+        own = [seed for seed in runner.seeds if seed // 10 == index]
+        assert own == [index * 10, index * 10 + 1]
+    assert runner.max_active == 1
+    assert len(HistoryStore(settings.history_path).list_jobs()) == 6
+
+
+def test_history_survives_a_restart_and_unfinished_jobs_are_marked(make_manager, settings):
+    first = make_manager(FakeRunner())
+    done = first.submit("a", compare_spec(1))
+    wait_until(lambda: first.get(done).finished)
+    first.shutdown(wait=True)
+    # A job that a crashed process left "running" in the history.
+    gated = FakeRunner(gated=True)
+    crashed = make_manager(gated)
+    stranded = crashed.submit("a", run_spec(2))
+    wait_until(lambda: crashed.get(stranded).status == "running")
+
+    restarted = JobManager(settings, runner=FakeRunner(), device_type="cpu")
+    try:
+        assert restarted.interrupted_at_start == 1
+        old = restarted.get(done)
+        assert old.status == "done" and [r.precision for r in old.results] == ["fp32", "amp-bf16"]
+        lost = restarted.get(stranded)
+        assert lost.status == "failed" and "restart" in lost.error
+        assert {v.id for v in restarted.jobs_for_session("a")} == {done, stranded}
+        assert {r[0] for r in restarted.store.list_runs()} == {done}
+    finally:
+        restarted.shutdown(wait=True)
+
+
+def test_shutdown_records_running_and_waiting_jobs_as_interrupted(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", run_spec(1))
+    waiting = manager.submit("b", run_spec(2))
+    wait_until(lambda: manager.get(running).status == "running")
+    manager.shutdown(wait=True, timeout=WAIT_S)
+    for job_id in (running, waiting):
+        view = manager.store.get_job(job_id)
+        assert view.status == "failed" and "shut down" in view.error
+    with pytest.raises(ConfigError, match="shut down"):
+        manager.submit("c", run_spec(3))
+
+
+def test_submit_refuses_bad_specs_with_one_line(make_manager):
+    manager = make_manager(FakeRunner())
+    bad_specs = {
+        "needs 2 runs": JobSpec("compare", [RunConfig()]),
+        "unknown job kind": JobSpec("train-forever", [RunConfig()]),
+        "above this server's limit of 4096": run_spec(batch_size=8192),
+        "above this server's limit of 20": run_spec(epochs=21),
+        "unknown precision": run_spec(precision="fp8"),
+        "tf32 needs an NVIDIA GPU": run_spec(precision="tf32"),
+        "allowed only on a subset": JobSpec("run", [RunConfig(precision="amp-fp16", subset=None)]),
+        "at most 120 characters": JobSpec("run", [RunConfig(subset=256)], label="x" * 500),
+    }
+    for message, spec in bad_specs.items():
+        with pytest.raises(ConfigError, match=message) as caught:
+            manager.submit("a", spec)
+        assert "\n" not in str(caught.value)
+    assert manager.store.list_jobs() == []
+
+
+def test_the_instructors_paths_and_device_are_forced_on_every_run(make_manager, settings):
+    runner = FakeRunner()
+    manager = make_manager(runner)
+    job_id = manager.submit("a", run_spec(1, data_root="/etc", device="cuda"))
+    wait_until(lambda: manager.get(job_id).finished)
+    assert (runner.calls[0].data_root, runner.calls[0].device) == (settings.data_root, "cpu")
+    assert len(job_id) == 32 and int(job_id, 16) >= 0
+
+
+def test_a_sweep_probes_the_largest_batch_only_on_cuda(make_manager):
+    runs = [RunConfig(precision=p, epochs=1, subset=256) for p in ("fp32", "amp-fp16")]
+    sweep = JobSpec("sweep", runs, probe_max_batch=True)
+    on_cpu = make_manager(FakeRunner())
+    cpu_job = on_cpu.submit("a", JobSpec("sweep", sweep.runs[:1], probe_max_batch=True))
+    wait_until(lambda: on_cpu.get(cpu_job).finished)
+    assert "only on a CUDA GPU" in on_cpu.get(cpu_job).extras["max_batch_note"]
+
+    probed = []
+
+    def prober(base, precisions, should_cancel):
+        probed.append((base.precision, precisions, should_cancel()))
+        return {"fp32": 2048, "amp-fp16": 4096}
+
+    on_gpu = make_manager(FakeRunner(), device_type="cuda", prober=prober)
+    gpu_job = on_gpu.submit("a", sweep)
+    wait_until(lambda: on_gpu.get(gpu_job).finished)
+    view = on_gpu.get(gpu_job)
+    assert view.status == "done" and view.extras["max_batch"] == {"fp32": 2048, "amp-fp16": 4096}
+    assert probed == [("fp32", ["fp32", "amp-fp16"], False)]
+
+
+def tiny_real_config(precision: str) -> RunConfig:
+    return RunConfig(
+        precision=precision,
+        epochs=1,
+        batch_size=64,
+        data="synthetic",
+        loader="resident",
+        subset=256,
+        test_subset=128,
+        num_workers=0,
+        log_every=1,
+    )
+
+
+def test_a_tiny_real_compare_job_finishes_with_two_results(make_manager):
+    manager = make_manager(run_isolated)
+    job_id = manager.submit("a", JobSpec("compare", [tiny_real_config("fp32"), tiny_real_config("amp-bf16")]))
+    wait_until(lambda: manager.get(job_id).finished, timeout=120)
+    view = manager.get(job_id)
+    assert view.status == "done", view.error
+    assert [o.status for o in view.outcomes] == ["ok", "ok"]
+    assert [r.precision for r in view.results] == ["fp32", "amp-bf16"]
+    assert all(points for points in view.live_losses)  # progress reached the parent while it ran
+    assert len(manager.store.list_runs(device_type="cpu")) == 2
+
+
+def test_a_run_killed_from_outside_is_marked_failed(make_manager):
+    pids = []
+
+    def runner(config, **callbacks):
+        spawned = callbacks.pop("on_spawn")
+
+        def on_spawn(pid):
+            spawned(pid)
+            pids.append(pid)
+            os.kill(pid, signal.SIGKILL)  # as an administrator or the OOM killer would
+
+        return run_isolated(config, on_spawn=on_spawn, **callbacks)
+
+    manager = make_manager(runner)
+    killed = manager.submit("a", JobSpec("run", [tiny_real_config("fp32")]))
+    wait_until(lambda: manager.get(killed).finished, timeout=60)
+    view = manager.get(killed)
+    assert pids and view.status == "failed"
+    assert "killed by SIGKILL" in view.error and view.outcomes[0].error_kind == "crashed"

@@ -1,0 +1,119 @@
+from pathlib import Path
+
+import pytest
+
+from trainer.config import RunConfig
+from trainer.errors import ConfigError
+from trainer.settings import Settings
+
+
+def test_defaults_without_environment():
+    settings = Settings.from_env({})
+    assert settings == Settings()
+    assert settings.history_path == Path("./state") / "history.sqlite3"
+
+
+def test_environment_variables_are_read():
+    settings = Settings.from_env(
+        {
+            "AMP_LAB_MAX_EPOCHS": "3",
+            "AMP_LAB_MAX_BATCH_SIZE": " 512 ",
+            "AMP_LAB_MAX_QUEUED_PER_SESSION": "1",
+            "AMP_LAB_MAX_SUBSET": "10000",
+            "AMP_LAB_DATA_ROOT": "/srv/cifar",
+            "AMP_LAB_STATE_DIR": "/srv/amp-state",
+            "AMP_LAB_DEVICE": "cpu",
+            "UNRELATED": "x",
+        }
+    )
+    assert settings == Settings(3, 512, 1, 10000, "/srv/cifar", "/srv/amp-state", "cpu")
+    assert settings.history_path == Path("/srv/amp-state/history.sqlite3")
+
+
+def test_max_subset_none_means_no_limit():
+    assert Settings.from_env({"AMP_LAB_MAX_SUBSET": "none"}).max_subset is None
+    assert Settings.from_env({"AMP_LAB_MAX_SUBSET": ""}).max_subset is None
+
+
+def test_toml_file_is_read_and_environment_overrides_it(tmp_path):
+    config_file = tmp_path / "amp_lab.toml"
+    config_file.write_text('max_epochs = 7\nmax_batch_size = 1024\ndata_root = "/data/c10"\n')
+    environ = {"AMP_LAB_CONFIG": str(config_file), "AMP_LAB_MAX_EPOCHS": "4"}
+    settings = Settings.from_env(environ)
+    assert settings.max_epochs == 4  # the variable wins over the file
+    assert settings.max_batch_size == 1024
+    assert settings.data_root == "/data/c10"
+
+
+@pytest.mark.parametrize(
+    "var, value, named",
+    [
+        ("AMP_LAB_MAX_EPOCHS", "ten", "AMP_LAB_MAX_EPOCHS"),
+        ("AMP_LAB_MAX_EPOCHS", "0", "AMP_LAB_MAX_EPOCHS"),
+        ("AMP_LAB_MAX_BATCH_SIZE", "1.5", "AMP_LAB_MAX_BATCH_SIZE"),
+        ("AMP_LAB_MAX_BATCH_SIZE", "10000000", "AMP_LAB_MAX_BATCH_SIZE"),
+        ("AMP_LAB_MAX_QUEUED_PER_SESSION", "-1", "AMP_LAB_MAX_QUEUED_PER_SESSION"),
+        ("AMP_LAB_MAX_SUBSET", "lots", "AMP_LAB_MAX_SUBSET"),
+        ("AMP_LAB_DEVICE", "gpu", "AMP_LAB_DEVICE"),
+        ("AMP_LAB_STATE_DIR", "  ", "AMP_LAB_STATE_DIR"),
+    ],
+)
+def test_invalid_environment_values_name_the_variable(var, value, named):
+    with pytest.raises(ConfigError) as caught:
+        Settings.from_env({var: value})
+    message = str(caught.value)
+    assert named in message
+    assert "\n" not in message
+
+
+def test_bad_config_files_are_one_line_errors(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        Settings.from_env({"AMP_LAB_CONFIG": str(tmp_path / "missing.toml")})
+    broken = tmp_path / "broken.toml"
+    broken.write_text("max_epochs = = 3\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        Settings.from_env({"AMP_LAB_CONFIG": str(broken)})
+    unknown = tmp_path / "unknown.toml"
+    unknown.write_text("max_epoch = 3\n")
+    with pytest.raises(ConfigError, match="unknown setting 'max_epoch'"):
+        Settings.from_env({"AMP_LAB_CONFIG": str(unknown)})
+    wrong_type = tmp_path / "wrong_type.toml"
+    wrong_type.write_text('max_epochs = "many"\n')
+    with pytest.raises(ConfigError, match="max_epochs"):
+        Settings.from_env({"AMP_LAB_CONFIG": str(wrong_type)})
+
+
+def test_check_refuses_values_over_the_limits():
+    settings = Settings(max_epochs=5, max_batch_size=4096, max_subset=2000)
+    settings.check(RunConfig(epochs=5, batch_size=4096, subset=2000))
+    with pytest.raises(ConfigError, match="batch size 8192 is above this server's limit of 4096 set by the instructor"):
+        settings.check(RunConfig(epochs=1, batch_size=8192, subset=100))
+    with pytest.raises(ConfigError, match="6 epochs is above this server's limit of 5"):
+        settings.check(RunConfig(epochs=6, subset=100))
+    with pytest.raises(ConfigError, match="subset of 2001 images"):
+        settings.check(RunConfig(epochs=1, subset=2001))
+    with pytest.raises(ConfigError, match="whole training split"):
+        settings.check(RunConfig(epochs=1, subset=None))
+
+
+def test_apply_forces_the_instructors_paths_and_fixed_device():
+    learner = RunConfig(data_root="/etc", device="cuda", precision="amp-bf16")
+    applied = Settings(data_root="/srv/data", device="cpu").apply(learner)
+    assert (applied.data_root, applied.device, applied.precision) == ("/srv/data", "cpu", "amp-bf16")
+    assert learner.data_root == "/etc"  # a copy; the learner's object is untouched
+    assert Settings(data_root="/srv/data").apply(learner).device == "cuda"  # "auto" leaves the device alone
+
+
+def test_describe_lists_every_setting_with_its_variable():
+    rows = Settings(max_epochs=9).describe()
+    assert {row[0] for row in rows} == {
+        "max_epochs",
+        "max_batch_size",
+        "max_queued_per_session",
+        "max_subset",
+        "data_root",
+        "state_dir",
+        "device",
+    }
+    assert ("max_epochs", "AMP_LAB_MAX_EPOCHS", 9) == rows[0][:3]
+    assert all(var.startswith("AMP_LAB_") and meaning for _, var, _, meaning in rows)

@@ -1,0 +1,80 @@
+"""How long a run will take before it starts: from this server's own past runs, else from a coarse table."""
+
+from __future__ import annotations
+
+import statistics
+from typing import TYPE_CHECKING
+
+from trainer.config import RunConfig
+
+if TYPE_CHECKING:
+    from trainer.history import HistoryStore, RunTiming
+    from trainer.jobs import JobSpec
+
+TRAIN_SPLIT_IMAGES = 50_000  # CIFAR-10 and the synthetic stand-in have the same split sizes
+RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
+
+# Coarse training throughput (images/s) of the lab's CNN at width 1, batch 256, data already on the device.
+# Only a starting point for a server with no history yet: real hardware can differ several times over.
+COARSE_IMAGES_PER_S = {
+    "cpu": {"fp32": 3000.0, "amp-bf16": 3500.0, "amp-fp16": 80.0},
+    "cuda": {"fp32": 40000.0, "tf32": 50000.0, "amp-fp16": 70000.0, "amp-bf16": 65000.0},
+}
+# The lab's DataLoader (PIL decode + ToTensor per image) tops out around here, whatever the precision.
+COARSE_DATALOADER_IMAGES_PER_S = {"cpu": 2000.0, "cuda": 8000.0}
+# Per-step cost that small batches cannot hide (Python, kernel launches, optimizer), in seconds.
+COARSE_STEP_OVERHEAD_S = {"cpu": 0.002, "cuda": 0.002}
+# Process start, imports, loading the data, warm-up and the accuracy check, in seconds.
+COARSE_FIXED_S = {"cpu": 10.0, "cuda": 20.0}
+
+
+def planned_images(config: RunConfig) -> int:
+    """Training images per epoch that `config` will see."""
+    return min(config.subset, TRAIN_SPLIT_IMAGES) if config.subset else TRAIN_SPLIT_IMAGES
+
+
+def estimate_run_seconds(config: RunConfig, store: "HistoryStore | None", device_type: str) -> float | None:
+    """Seconds one run should take, start-up and evaluation included; None if nothing is known."""
+    measured = _from_history(config, store, device_type) if store is not None else None
+    return measured if measured is not None else coarse_run_seconds(config, device_type)
+
+
+def estimate_job_seconds(spec: "JobSpec", store: "HistoryStore | None", device_type: str) -> float | None:
+    """Seconds for all runs of a job (a sweep's largest-batch search not included); None if any is unknown."""
+    estimates = [estimate_run_seconds(run, store, device_type) for run in spec.runs]
+    return None if None in estimates else sum(estimates)
+
+
+def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
+    """A coarse guess from the built-in table (right to within a few times, not better); None if not listed."""
+    peak = COARSE_IMAGES_PER_S.get(device_type, {}).get(config.precision)
+    if peak is None:
+        return None
+    # Convolution and linear costs grow with the square of the width multiplier.
+    per_image_s = config.width**2 / peak
+    if config.loader == "dataloader":
+        per_image_s = max(per_image_s, 1.0 / COARSE_DATALOADER_IMAGES_PER_S[device_type])
+    images = planned_images(config)
+    steps = -(-images // config.batch_size)
+    per_epoch_s = images * per_image_s + steps * COARSE_STEP_OVERHEAD_S[device_type]
+    return config.epochs * per_epoch_s + COARSE_FIXED_S[device_type]
+
+
+def _from_history(config: RunConfig, store: "HistoryStore", device_type: str) -> float | None:
+    """Median steady throughput and fixed overhead of similar past runs on this kind of device."""
+    timings = store.run_timings(device_type, config.precision, config.loader, config.width, limit=RECENT_RUNS)
+    timings = [t for t in timings if t.steady_images_per_s and t.epochs > 0 and t.train_images > 0]
+    similar = [t for t in timings if 0.5 <= t.batch_size / config.batch_size <= 2.0]
+    timings = similar or timings
+    if not timings:
+        return None
+    images_per_s = statistics.median(t.steady_images_per_s for t in timings)
+    fixed = [_fixed_seconds(t) for t in timings if t.wall_s is not None]
+    fixed_s = statistics.median(fixed) if fixed else COARSE_FIXED_S.get(device_type, 20.0)
+    return config.epochs * planned_images(config) / images_per_s + fixed_s
+
+
+def _fixed_seconds(timing: "RunTiming") -> float:
+    """What a run cost beyond its steady training: start-up, data loading, warm-up and evaluation."""
+    steady_s = timing.epochs * timing.train_images / timing.steady_images_per_s
+    return max(0.0, timing.wall_s - steady_s)

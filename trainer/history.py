@@ -1,0 +1,291 @@
+"""Every job this server ran, kept in SQLite (WAL mode) so that history survives restarts and all sessions share it.
+
+Each call opens its own short-lived connection, so the store is safe from many threads and processes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from trainer.errors import TrainerError
+from trainer.results import RunResult
+
+if TYPE_CHECKING:
+    from trainer.jobs import JobView
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_S = 30.0
+INTERRUPTED_REASON = "interrupted by a server restart; submit the job again"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL,
+    error TEXT,
+    precisions TEXT NOT NULL DEFAULT '',  -- ",fp32,amp-bf16," so a filter can match one name exactly
+    current_run INTEGER NOT NULL DEFAULT 0,
+    spec TEXT NOT NULL,
+    outcomes TEXT NOT NULL DEFAULT '[]',
+    extras TEXT NOT NULL DEFAULT '{}',
+    estimated_total_s REAL,
+    created_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL
+);
+CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created_at);
+CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (session_id);
+CREATE TABLE IF NOT EXISTS runs (  -- successful runs only, one row each, for comparisons and estimates
+    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    run_index INTEGER NOT NULL,
+    device_type TEXT NOT NULL,
+    precision TEXT NOT NULL,
+    data TEXT NOT NULL,
+    loader TEXT NOT NULL,
+    width INTEGER NOT NULL,
+    batch_size INTEGER NOT NULL,
+    epochs INTEGER NOT NULL,
+    train_images INTEGER NOT NULL,
+    total_time_s REAL NOT NULL,
+    steady_images_per_s REAL,
+    wall_s REAL,
+    created_at REAL NOT NULL,
+    result TEXT NOT NULL,
+    PRIMARY KEY (job_id, run_index)
+);
+CREATE INDEX IF NOT EXISTS runs_by_kind ON runs (device_type, precision, loader, width);
+"""
+
+
+class HistoryError(TrainerError):
+    """The history file cannot be opened, read or written."""
+
+
+@dataclass(frozen=True)
+class RunTiming:
+    """The timing figures of one successful run, read without loading its whole result."""
+
+    batch_size: int
+    epochs: int
+    train_images: int  # per epoch
+    total_time_s: float
+    steady_images_per_s: float | None
+    wall_s: float | None  # the whole run as the job manager saw it: start-up, data, training, evaluation
+
+
+class HistoryStore:
+    """Jobs and their runs in one SQLite file; every method opens and closes its own connection."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path).expanduser()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise HistoryError(
+                f"cannot create the state folder {self.path.parent} ({err.strerror}); "
+                "set AMP_LAB_STATE_DIR to a writable folder"
+            ) from None
+        with self._connect() as db:
+            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            version = db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise HistoryError(
+                    f"the history file {self.path} was written by a newer AMP Lab; "
+                    "upgrade the app or set AMP_LAB_STATE_DIR to another folder"
+                )
+            db.executescript(_SCHEMA)
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        self.journal_mode = mode
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one call: committed on success, rolled back on error, always closed."""
+        db = None
+        try:
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA foreign_keys = ON")
+            db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a power cut loses at most the last writes
+            with db:
+                yield db
+        except sqlite3.Error as err:
+            raise HistoryError(
+                f"the history file {self.path} cannot be used ({err}); fix its permissions, move it "
+                "aside, or set AMP_LAB_STATE_DIR to another folder"
+            ) from None
+        finally:
+            if db is not None:
+                db.close()
+
+    def save_job(self, job: "JobView") -> None:
+        """Insert or replace the job, and its successful runs, by the job's id."""
+        data = job.to_dict()
+        row = {
+            "id": job.id,
+            "session_id": job.session_id,
+            "kind": job.kind,
+            "label": job.label,
+            "status": job.status,
+            "error": job.error,
+            "precisions": "," + ",".join(job.spec.precisions) + ",",
+            "current_run": job.current_run,
+            "spec": json.dumps(data["spec"]),
+            "outcomes": json.dumps(data["outcomes"]),
+            "extras": json.dumps(job.extras),
+            "estimated_total_s": job.estimated_total_s,
+            "created_at": job.created_at,
+            "started_at": job.started_at,
+            "finished_at": job.finished_at,
+        }
+        runs = list(_run_rows(job, data["outcomes"]))
+        with self._connect() as db:
+            db.execute(
+                f"INSERT OR REPLACE INTO jobs ({', '.join(row)}) VALUES ({', '.join(':' + k for k in row)})", row
+            )
+            db.execute("DELETE FROM runs WHERE job_id = ?", (job.id,))
+            if runs:
+                db.executemany(
+                    f"INSERT INTO runs ({', '.join(runs[0])}) VALUES ({', '.join(':' + k for k in runs[0])})", runs
+                )
+
+    def get_job(self, job_id: str) -> "JobView | None":
+        with self._connect() as db:
+            row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return _to_view(dict(row)) if row else None
+
+    def list_jobs(
+        self,
+        kind: str | None = None,
+        status: str | None = None,
+        limit: int = 200,
+        *,
+        precision: str | None = None,
+        text: str | None = None,
+        session_id: str | None = None,
+    ) -> list["JobView"]:
+        """Jobs newest first; each filter given narrows the list (text: case-insensitive, in the label)."""
+        where, params = [], []
+        for column, value in (("kind", kind), ("status", status), ("session_id", session_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                params.append(value)
+        if precision:
+            where.append("instr(precisions, ?) > 0")
+            params.append(f",{precision},")
+        if text:
+            where.append("instr(lower(label), ?) > 0")
+            params.append(text.lower())
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT * FROM jobs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?", (*params, int(limit))
+            ).fetchall()
+        return [_to_view(dict(row)) for row in rows]
+
+    def list_runs(
+        self,
+        precision: str | None = None,
+        device_type: str | None = None,
+        loader: str | None = None,
+        width: int | None = None,
+        limit: int = 500,
+    ) -> list[tuple[str, int, RunResult]]:
+        """Successful runs across all jobs, newest first, as (job id, run index, result)."""
+        clause, params = _run_filters(precision, device_type, loader, width)
+        with self._connect() as db:
+            rows = db.execute(
+                f"SELECT job_id, run_index, result FROM runs {clause} "
+                "ORDER BY created_at DESC, run_index DESC LIMIT ?",
+                (*params, int(limit)),
+            ).fetchall()
+        return [(row["job_id"], row["run_index"], RunResult.from_dict(json.loads(row["result"]))) for row in rows]
+
+    def run_timings(
+        self, device_type: str, precision: str, loader: str, width: int, data: str | None = None, limit: int = 50
+    ) -> list[RunTiming]:
+        """Timing figures of recent successful runs of one kind, newest first (for estimates)."""
+        clause, params = _run_filters(precision, device_type, loader, width, data)
+        with self._connect() as db:
+            rows = db.execute(
+                "SELECT batch_size, epochs, train_images, total_time_s, steady_images_per_s, wall_s "
+                f"FROM runs {clause} ORDER BY created_at DESC LIMIT ?",
+                (*params, int(limit)),
+            ).fetchall()
+        return [RunTiming(*tuple(row)) for row in rows]
+
+    def mark_interrupted(self, reason: str = INTERRUPTED_REASON) -> int:
+        """At start-up: jobs left queued or running by a previous process become failed; return how many."""
+        with self._connect() as db:
+            cursor = db.execute(
+                "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE status IN ('queued', 'running')",
+                (reason, time.time()),
+            )
+            return cursor.rowcount
+
+
+def _run_filters(precision, device_type, loader, width, data=None) -> tuple[str, list]:
+    where, params = [], []
+    for column, value in (
+        ("precision", precision),
+        ("device_type", device_type),
+        ("loader", loader),
+        ("width", width),
+        ("data", data),
+    ):
+        if value is not None:
+            where.append(f"{column} = ?")
+            params.append(value)
+    return (f"WHERE {' AND '.join(where)}" if where else ""), params
+
+
+def _run_rows(job: "JobView", outcomes: list[dict]) -> Iterator[dict]:
+    wall_times = job.extras.get("run_wall_s", [])
+    for index, outcome in enumerate(outcomes):
+        result = outcome.get("result")
+        if outcome.get("status") != "ok" or not result:
+            continue
+        config = result.get("config") or outcome.get("config") or {}
+        device_type = (result.get("environment") or {}).get("device_type") or job.extras.get("device_type")
+        yield {
+            "job_id": job.id,
+            "run_index": index,
+            "device_type": device_type or config.get("device", "?"),
+            "precision": config.get("precision", "?"),
+            "data": config.get("data", "?"),
+            "loader": config.get("loader", "?"),
+            "width": int(config.get("width", 1)),
+            "batch_size": int(config.get("batch_size", 0)),
+            "epochs": int(config.get("epochs", 0)),
+            "train_images": int(result.get("train_images", 0)),
+            "total_time_s": float(result.get("total_time_s", 0.0)),
+            "steady_images_per_s": result.get("steady_images_per_s"),
+            "wall_s": wall_times[index] if index < len(wall_times) else None,
+            "created_at": job.finished_at or job.started_at or job.created_at,
+            "result": json.dumps(result),
+        }
+
+
+def _to_view(row: dict) -> "JobView":
+    from trainer.jobs import JobView
+
+    outcomes = json.loads(row["outcomes"])
+    return JobView.from_dict(
+        {
+            **row,
+            "spec": json.loads(row["spec"]),
+            "outcomes": outcomes,
+            "extras": json.loads(row["extras"]),
+            "queue_position": None,
+            "estimated_wait_s": None,
+            "progress": None,
+            "live_losses": [(o.get("result") or {}).get("loss_history", []) for o in outcomes],
+        }
+    )

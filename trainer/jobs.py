@@ -1,0 +1,531 @@
+"""The shared server's job queue: one worker thread per device runs learners' jobs one at a time, in order.
+
+Each run of a job goes through a runner (by default `trainer.isolated.run_isolated`, which spawns a fresh
+subprocess), so a crash, an out-of-memory error or a kill from outside ends only that job.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from trainer.config import RunConfig
+from trainer.errors import ConfigError, TrainerError
+from trainer.estimate import estimate_run_seconds
+from trainer.history import HistoryStore
+from trainer.progress import Progress
+from trainer.results import RunResult
+from trainer.settings import Settings
+
+log = logging.getLogger(__name__)
+
+JOB_KINDS = ("compare", "run", "sweep")
+JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
+FINISHED_STATUSES = ("done", "failed", "cancelled")
+RUNS_PER_KIND = {"compare": (2, 2), "run": (1, 1), "sweep": (1, 12)}  # (fewest, most) runs
+MAX_LABEL_CHARS = 120
+# fp16 autocast on a CPU is tens of times slower than fp32, so the server takes it only on a small subset.
+CPU_FP16_MAX_SUBSET = 5000
+# Finished jobs kept in memory for live pages; older ones are read back from the history store.
+FINISHED_KEPT_IN_MEMORY = 500
+
+RESTART_REASON = "interrupted by a server restart; submit the job again"
+SHUTDOWN_REASON = "interrupted because the server shut down; submit the job again"
+
+
+@dataclass
+class JobSpec:
+    """What a learner asked for: a comparison (2 runs), a single run, or a sweep of runs."""
+
+    kind: str  # compare | run | sweep
+    runs: list[RunConfig]  # executed in order, each in its own subprocess
+    label: str = ""
+    probe_max_batch: bool = False  # sweep on CUDA: also search the largest batch per precision
+
+    def validate(self) -> "JobSpec":
+        """Raise ConfigError with one clear line for the first problem; return self."""
+        if self.kind not in JOB_KINDS:
+            raise ConfigError(f"unknown job kind {self.kind!r}: choose one of {', '.join(JOB_KINDS)}")
+        if not isinstance(self.runs, list) or not all(isinstance(run, RunConfig) for run in self.runs):
+            raise ConfigError("a job's runs must be a list of run settings")
+        fewest, most = RUNS_PER_KIND[self.kind]
+        if not fewest <= len(self.runs) <= most:
+            wanted = str(fewest) if fewest == most else f"{fewest} to {most}"
+            raise ConfigError(f"a {self.kind} job needs {wanted} runs, got {len(self.runs)}")
+        if not isinstance(self.label, str) or len(self.label) > MAX_LABEL_CHARS:
+            raise ConfigError(f"a job label must be text of at most {MAX_LABEL_CHARS} characters")
+        for run in self.runs:
+            run.validate()
+        return self
+
+    @property
+    def precisions(self) -> list[str]:
+        """The precisions of the runs, in order, each once."""
+        return list(dict.fromkeys(run.precision for run in self.runs))
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "runs": [run.to_dict() for run in self.runs],
+            "label": self.label,
+            "probe_max_batch": self.probe_max_batch,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobSpec":
+        return cls(
+            kind=data["kind"],
+            runs=[RunConfig.from_dict(run) for run in data.get("runs", [])],
+            label=data.get("label", ""),
+            probe_max_batch=bool(data.get("probe_max_batch", False)),
+        )
+
+
+@dataclass
+class JobView:
+    """A read-only snapshot of one job for the UI (changing it changes nothing on the server)."""
+
+    id: str
+    session_id: str
+    kind: str
+    label: str
+    status: str  # queued | running | done | failed | cancelled
+    queue_position: int | None  # 1 = next to run; None when not queued
+    estimated_wait_s: float | None  # until this job starts; None when unknown or not queued
+    current_run: int  # index into spec.runs being executed
+    progress: Progress | None  # latest progress of the current run
+    live_losses: list[list[dict]]  # per run: {"step", "epoch", "loss"} points seen so far
+    outcomes: list  # RunOutcome of each finished run, in order
+    error: str | None
+    spec: JobSpec
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    extras: dict  # e.g. {"max_batch": {...}} for sweeps, "run_wall_s", "device_type"
+    estimated_total_s: float | None = None  # whole job, estimated when it was submitted
+    cancel_requested: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def results(self) -> list[RunResult]:
+        """Results of the runs that finished successfully, in run order."""
+        return [o.result for o in self.outcomes if o.status == "ok" and o.result is not None]
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "label": self.label,
+            "status": self.status,
+            "queue_position": self.queue_position,
+            "estimated_wait_s": self.estimated_wait_s,
+            "current_run": self.current_run,
+            "progress": self.progress.to_dict() if self.progress else None,
+            "live_losses": self.live_losses,
+            "outcomes": [outcome.to_dict() for outcome in self.outcomes],
+            "error": self.error,
+            "spec": self.spec.to_dict(),
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "extras": self.extras,
+            "estimated_total_s": self.estimated_total_s,
+            "cancel_requested": self.cancel_requested,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobView":
+        from trainer.isolated import RunOutcome
+
+        progress = data.get("progress")
+        return cls(
+            id=data["id"],
+            session_id=data["session_id"],
+            kind=data["kind"],
+            label=data.get("label", ""),
+            status=data["status"],
+            queue_position=data.get("queue_position"),
+            estimated_wait_s=data.get("estimated_wait_s"),
+            current_run=data.get("current_run", 0),
+            progress=Progress.from_dict(progress) if progress else None,
+            live_losses=data.get("live_losses", []),
+            outcomes=[RunOutcome.from_dict(outcome) for outcome in data.get("outcomes", [])],
+            error=data.get("error"),
+            spec=JobSpec.from_dict(data["spec"]),
+            created_at=data["created_at"],
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+            extras=data.get("extras", {}),
+            estimated_total_s=data.get("estimated_total_s"),
+            cancel_requested=bool(data.get("cancel_requested", False)),
+        )
+
+
+@dataclass
+class _Job:
+    """The manager's mutable record of a job; only touched while holding the manager's lock."""
+
+    id: str
+    session_id: str
+    spec: JobSpec
+    run_estimates: list[float | None]
+    created_at: float = field(default_factory=time.time)
+    status: str = "queued"
+    current_run: int = 0
+    progress: Progress | None = None
+    live_losses: list[list[dict]] = field(default_factory=list)
+    outcomes: list = field(default_factory=list)
+    error: str | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    extras: dict = field(default_factory=dict)
+    run_started_at: float | None = None
+    pid: int | None = None
+    cancel: threading.Event = field(default_factory=threading.Event)
+    cancelled_by_owner: bool = False
+
+    @property
+    def estimated_total_s(self) -> float | None:
+        return None if None in self.run_estimates else sum(self.run_estimates)
+
+    def remaining_s(self, now: float) -> float | None:
+        """Rough time until this running job ends: the current run's rest plus the runs after it."""
+        later = self.run_estimates[self.current_run + 1 :]
+        if None in later:
+            return None
+        current = self.run_estimates[self.current_run]
+        eta = self.progress.eta_s if self.progress else None
+        if current is not None:
+            elapsed = now - (self.run_started_at or now)
+            current = max(current - elapsed, eta or 0.0)
+        else:
+            current = eta
+        return None if current is None else current + sum(later)
+
+
+def resolve_device_type(name: str) -> str:
+    """`auto` -> "cuda" when a GPU is visible, else "cpu"; without creating a CUDA context here."""
+    if name != "auto":
+        return name
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class JobManager:
+    """One FIFO queue and one worker thread for this server's device; every change goes to the history."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: HistoryStore | None = None,
+        runner: Callable | None = None,
+        *,
+        device_type: str | None = None,
+        prober: Callable | None = None,
+    ):
+        self.settings = settings
+        self.store = store if store is not None else HistoryStore(settings.history_path)
+        self.device_type = device_type or resolve_device_type(settings.device)
+        self._runner = runner
+        self._prober = prober
+        self._cond = threading.Condition(threading.RLock())
+        self._jobs: dict[str, _Job] = {}
+        self._queue: deque[str] = deque()
+        self._running: _Job | None = None
+        self._stopping = False
+        self.interrupted_at_start = self.store.mark_interrupted()
+        self._worker = threading.Thread(target=self._work, name=f"amp-lab-jobs-{self.device_type}", daemon=True)
+        self._worker.start()
+
+    # ---- what sessions call -------------------------------------------------------------------
+
+    def submit(self, session_id: str, spec: JobSpec) -> str:
+        """Check `spec` against this server's limits and queue it; return the new job's id."""
+        if not isinstance(session_id, str) or not session_id:
+            raise ConfigError("a job needs a session id")
+        spec = self._server_spec(spec)
+        estimates = [estimate_run_seconds(run, self.store, self.device_type) for run in spec.runs]
+        job = _Job(id=uuid.uuid4().hex, session_id=session_id, spec=spec, run_estimates=estimates)
+        job.extras["device_type"] = self.device_type
+        with self._cond:
+            if self._stopping:
+                raise ConfigError("the job queue has shut down; reload the page")
+            active = sum(1 for j in self._jobs.values() if j.session_id == session_id and not _done(j))
+            limit = self.settings.max_queued_per_session
+            if active >= limit:
+                waiting = "job" if active == 1 else "jobs"
+                raise ConfigError(
+                    f"you already have {active} {waiting} waiting; wait for one to finish or cancel it"
+                    f" (this server allows {limit} per session)"
+                )
+            job.created_at = time.time()  # under the lock, so creation order is queue order
+            self._persist(job, strict=True)
+            self._jobs[job.id] = job
+            self._queue.append(job.id)
+            self._cond.notify_all()
+        return job.id
+
+    def get(self, job_id: str) -> JobView | None:
+        """The job's current state, from memory while this process knows it, else from the history."""
+        with self._cond:
+            job = self._jobs.get(job_id)
+            if job is not None:
+                return self._view(job)
+        return self.store.get_job(job_id)
+
+    def jobs_for_session(self, session_id: str) -> list[JobView]:
+        """This session's jobs, oldest first (including finished ones read back from the history)."""
+        with self._cond:
+            live = {j.id: self._view(j) for j in self._jobs.values() if j.session_id == session_id}
+        stored = {v.id: v for v in self.store.list_jobs(session_id=session_id)}
+        merged = {**stored, **live}
+        return sorted(merged.values(), key=lambda v: v.created_at)
+
+    def cancel(self, job_id: str, session_id: str) -> bool:
+        """Cancel a queued or running job of `session_id`; False if it is not theirs or already over."""
+        with self._cond:
+            job = self._jobs.get(job_id)
+            if job is None or job.session_id != session_id or _done(job):
+                return False
+            job.cancelled_by_owner = True
+            job.cancel.set()
+            if job.status == "queued":
+                self._queue.remove(job.id)
+                self._finish(job, "cancelled", "cancelled by its owner before it started")
+            return True
+
+    def queue_length(self) -> int:
+        """Jobs waiting to start (the running one not included)."""
+        with self._cond:
+            return len(self._queue)
+
+    def running_job(self) -> JobView | None:
+        with self._cond:
+            return self._view(self._running) if self._running else None
+
+    def shutdown(self, wait: bool = False, timeout: float | None = None) -> None:
+        """Stop taking jobs, stop the running one, and record waiting ones as interrupted."""
+        with self._cond:
+            self._stopping = True
+            while self._queue:
+                self._finish(self._jobs[self._queue.popleft()], "failed", SHUTDOWN_REASON)
+            if self._running is not None:
+                self._running.cancel.set()
+            self._cond.notify_all()
+        if wait:
+            self._worker.join(timeout)
+
+    # ---- the worker ---------------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                job = self._jobs[self._queue.popleft()]
+                job.status = "running"
+                job.started_at = time.time()
+                self._running = job
+                self._persist(job)
+            try:
+                self._execute(job)
+            except Exception as err:  # the worker must outlive any job, whatever goes wrong in it
+                log.exception("job %s failed inside the job manager", job.id)
+                with self._cond:
+                    self._finish(job, "failed", f"internal error in the job queue: {_one_line(err)}")
+            finally:
+                with self._cond:
+                    self._running = None
+                    self._forget_old_jobs()
+
+    def _execute(self, job: _Job) -> None:
+        for index, config in enumerate(job.spec.runs):
+            with self._cond:
+                if job.cancel.is_set():
+                    break
+                job.current_run = index
+                job.progress = None
+                job.pid = None
+                job.live_losses.append([])
+                job.run_started_at = time.time()
+                self._persist(job)
+            started = time.monotonic()
+            outcome = self._run_one(job, index, config)
+            with self._cond:
+                job.outcomes.append(outcome)
+                job.extras.setdefault("run_wall_s", []).append(round(time.monotonic() - started, 3))
+                if outcome.status == "cancelled":
+                    break
+                if outcome.status != "ok":
+                    where = f"run {index + 1} of {len(job.spec.runs)} ({config.precision})"
+                    self._finish(job, "failed", f"{where}: {outcome.error or 'failed without a message'}")
+                    return
+                self._persist(job)
+        else:
+            if job.spec.kind == "sweep" and job.spec.probe_max_batch:
+                self._probe_max_batch(job)
+            with self._cond:
+                self._finish(job, "done", None)
+            return
+        with self._cond:
+            self._finish(job, "cancelled", "cancelled by its owner while running")
+
+    def _run_one(self, job: _Job, index: int, config: RunConfig):
+        def on_progress(progress: Progress) -> None:
+            with self._cond:
+                job.progress = progress
+                if progress.loss is not None:
+                    point = {"step": progress.global_step, "epoch": progress.epoch, "loss": progress.loss}
+                    job.live_losses[index].append(point)
+
+        def on_spawn(pid: int) -> None:
+            with self._cond:
+                job.pid = pid
+
+        try:
+            return self._runner_fn()(
+                config, on_progress=on_progress, should_cancel=job.cancel.is_set, on_spawn=on_spawn
+            )
+        except TrainerError as err:
+            return _failed_outcome(config, str(err), type(err).__name__)
+        except Exception as err:
+            log.exception("runner raised for job %s", job.id)
+            return _failed_outcome(config, f"the run could not start: {_one_line(err)}", "crashed")
+
+    def _probe_max_batch(self, job: _Job) -> None:
+        if self.device_type != "cuda":
+            with self._cond:
+                job.extras["max_batch_note"] = "the largest-batch search runs only on a CUDA GPU; skipped on the CPU"
+            return
+        prober = self._prober
+        if prober is None:
+            from trainer.sweep import probe_max_batch as prober
+        found, note = None, None
+        try:
+            found = prober(job.spec.runs[0], job.spec.precisions, should_cancel=job.cancel.is_set)
+        except TrainerError as err:
+            found, note = None, f"the largest-batch search stopped: {err}"
+        except Exception as err:
+            log.exception("max-batch probe failed for job %s", job.id)
+            found, note = None, f"the largest-batch search failed: {_one_line(err)}"
+        with self._cond:
+            if found is not None:
+                job.extras["max_batch"] = dict(found)
+            elif not job.cancel.is_set():
+                job.extras["max_batch_note"] = note
+
+    # ---- helpers ------------------------------------------------------------------------------
+
+    def _runner_fn(self) -> Callable:
+        if self._runner is None:
+            from trainer.isolated import run_isolated
+
+            self._runner = run_isolated
+        return self._runner
+
+    def _server_spec(self, spec: JobSpec) -> JobSpec:
+        """The spec with the instructor's paths and this device forced in, validated against the limits."""
+        if not isinstance(spec, JobSpec):
+            raise ConfigError("submit needs a JobSpec")
+        spec.validate()
+        runs = [replace(self.settings.apply(run), device=self.device_type) for run in spec.runs]
+        for run in runs:
+            run.validate()
+            self.settings.check(run)
+            self._check_device(run)
+        return JobSpec(spec.kind, runs, spec.label.strip(), bool(spec.probe_max_batch))
+
+    def _check_device(self, run: RunConfig) -> None:
+        if self.device_type != "cpu":
+            return  # GPU capability checks run in the child, so this process never opens a CUDA context
+        if run.precision == "tf32":
+            raise ConfigError("tf32 needs an NVIDIA GPU and this server runs on the CPU; choose fp32 or amp-bf16")
+        if run.precision == "amp-fp16" and (run.subset is None or run.subset > CPU_FP16_MAX_SUBSET):
+            raise ConfigError(
+                f"amp-fp16 on this CPU is tens of times slower than fp32, so it is allowed only on a subset of "
+                f"at most {CPU_FP16_MAX_SUBSET} images; pick a smaller subset or amp-bf16"
+            )
+
+    def _finish(self, job: _Job, status: str, error: str | None) -> None:
+        if status == "cancelled" and not job.cancelled_by_owner:
+            status, error = "failed", SHUTDOWN_REASON
+        job.status = status
+        job.error = error
+        job.finished_at = time.time()
+        job.pid = None
+        self._persist(job)
+
+    def _persist(self, job: _Job, strict: bool = False) -> None:
+        try:
+            self.store.save_job(self._view(job))
+        except TrainerError:
+            if strict:
+                raise
+            log.exception("could not record job %s in the history", job.id)
+
+    def _forget_old_jobs(self) -> None:
+        finished = [j for j in self._jobs.values() if _done(j)]
+        for job in sorted(finished, key=lambda j: j.finished_at or 0)[:-FINISHED_KEPT_IN_MEMORY]:
+            del self._jobs[job.id]
+
+    def _view(self, job: _Job) -> JobView:
+        now = time.time()
+        position = wait = None
+        if job.status == "queued" and job.id in self._queue:
+            position = self._queue.index(job.id) + 1
+            wait = self._wait_before(position, now)
+        return JobView(
+            id=job.id,
+            session_id=job.session_id,
+            kind=job.spec.kind,
+            label=job.spec.label,
+            status=job.status,
+            queue_position=position,
+            estimated_wait_s=wait,
+            current_run=job.current_run,
+            progress=copy.copy(job.progress),
+            live_losses=[list(points) for points in job.live_losses],
+            outcomes=list(job.outcomes),
+            error=job.error,
+            spec=copy.deepcopy(job.spec),
+            created_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            extras=copy.deepcopy(job.extras),
+            estimated_total_s=job.estimated_total_s,
+            cancel_requested=job.cancel.is_set() and not _done(job),
+        )
+
+    def _wait_before(self, position: int, now: float) -> float | None:
+        """Estimated seconds until the job at `position` starts: the running job's rest plus those ahead."""
+        parts = [self._running.remaining_s(now)] if self._running else []
+        parts += [self._jobs[job_id].estimated_total_s for job_id in list(self._queue)[: position - 1]]
+        return None if None in parts else float(sum(parts))
+
+
+def _done(job: _Job) -> bool:
+    return job.status in FINISHED_STATUSES
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _failed_outcome(config: RunConfig, error: str, kind: str):
+    from trainer.isolated import RunOutcome
+
+    return RunOutcome(config=config, status="failed", result=None, error=error, error_kind=kind)

@@ -1,0 +1,147 @@
+"""The instructor's limits for a shared server, read from AMP_LAB_* environment variables or a TOML file."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from trainer.config import DEVICES, MAX_BATCH_SIZE, MAX_EPOCHS, RunConfig
+from trainer.errors import ConfigError
+
+CONFIG_FILE_VAR = "AMP_LAB_CONFIG"
+
+# Field -> (environment variable, what it means); the README and the app list these rows.
+SETTINGS_HELP = {
+    "max_epochs": ("AMP_LAB_MAX_EPOCHS", "most epochs one run may train"),
+    "max_batch_size": ("AMP_LAB_MAX_BATCH_SIZE", "largest batch size a learner may pick"),
+    "max_queued_per_session": (
+        "AMP_LAB_MAX_QUEUED_PER_SESSION",
+        "jobs one browser session may have waiting or running at once",
+    ),
+    "max_subset": ("AMP_LAB_MAX_SUBSET", "most training images per run; empty or 'none' = the whole split"),
+    "data_root": ("AMP_LAB_DATA_ROOT", "folder holding (or receiving) the CIFAR-10 download"),
+    "state_dir": ("AMP_LAB_STATE_DIR", "folder for the job history (history.sqlite3)"),
+    "device": ("AMP_LAB_DEVICE", "device the jobs run on: auto (CUDA if present), cuda or cpu"),
+}
+TEXT_SETTINGS = ("data_root", "state_dir", "device")
+
+
+@dataclass
+class Settings:
+    """Limits and paths chosen by the instructor; a learner never sets any of these."""
+
+    max_epochs: int = 20
+    max_batch_size: int = 4096
+    max_queued_per_session: int = 2
+    max_subset: int | None = None  # None = no limit
+    data_root: str = "./data"
+    state_dir: str = "./state"
+    device: str = "auto"  # auto | cpu | cuda
+
+    def __post_init__(self) -> None:
+        _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
+        _whole("max_batch_size", self.max_batch_size, 1, MAX_BATCH_SIZE)
+        _whole("max_queued_per_session", self.max_queued_per_session, 1, 1000)
+        if self.max_subset is not None:
+            _whole("max_subset", self.max_subset, 1, 10_000_000)
+        for name in ("data_root", "state_dir"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(f"{_source(name)} must be a folder path, got {value!r}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"{_source('device')} must be one of {', '.join(DEVICES)}, got {self.device!r}")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+        """Defaults, overridden by the TOML file named in AMP_LAB_CONFIG, overridden by AMP_LAB_* variables."""
+        environ = os.environ if environ is None else environ
+        values: dict = {}
+        config_file = environ.get(CONFIG_FILE_VAR, "").strip()
+        if config_file:
+            values.update(_read_toml(config_file))
+        for name, (var, _) in SETTINGS_HELP.items():
+            if var in environ:
+                values[name] = _parse_env(name, var, environ[var])
+        return cls(**values)
+
+    def check(self, config: RunConfig) -> None:
+        """Raise ConfigError with one line if `config` asks for more than this server allows."""
+        if config.epochs > self.max_epochs:
+            raise ConfigError(
+                f"{config.epochs} epochs is above this server's limit of {self.max_epochs} "
+                "set by the instructor; choose fewer epochs"
+            )
+        if config.batch_size > self.max_batch_size:
+            raise ConfigError(
+                f"batch size {config.batch_size} is above this server's limit of {self.max_batch_size} "
+                "set by the instructor; choose a smaller batch"
+            )
+        if self.max_subset is not None and (config.subset is None or config.subset > self.max_subset):
+            asked = "the whole training split" if config.subset is None else f"a subset of {config.subset} images"
+            raise ConfigError(
+                f"{asked} is above this server's limit of {self.max_subset} training images "
+                "set by the instructor; choose a smaller subset"
+            )
+
+    def apply(self, config: RunConfig) -> RunConfig:
+        """A copy of `config` with the instructor's data root (and device, when fixed) forced in."""
+        forced = {"data_root": self.data_root}
+        if self.device != "auto":
+            forced["device"] = self.device
+        return replace(config, **forced)
+
+    @property
+    def history_path(self) -> Path:
+        return Path(self.state_dir).expanduser() / "history.sqlite3"
+
+    def describe(self) -> list[tuple[str, str, object, str]]:
+        """Rows of (setting, environment variable, current value, meaning) for the README and the app."""
+        return [(name, var, getattr(self, name), meaning) for name, (var, meaning) in SETTINGS_HELP.items()]
+
+
+def _source(name: str) -> str:
+    return f"{SETTINGS_HELP[name][0]} ({name})"
+
+
+def _whole(name: str, value, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{_source(name)} must be a whole number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{_source(name)} must be between {low} and {high}, got {value}")
+
+
+def _parse_env(name: str, var: str, raw: str):
+    text = raw.strip()
+    if name in TEXT_SETTINGS:
+        return text
+    if name == "max_subset" and text.lower() in ("", "none"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"{var} must be a whole number, got {raw!r}") from None
+
+
+def _read_toml(path_text: str) -> dict:
+    path = Path(path_text).expanduser()
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except FileNotFoundError:
+        raise ConfigError(f"{CONFIG_FILE_VAR} names {path}, which does not exist; fix the path or unset it") from None
+    except OSError as err:
+        raise ConfigError(f"{CONFIG_FILE_VAR}: cannot read {path} ({err.strerror})") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{CONFIG_FILE_VAR}: {path} is not valid TOML ({err})") from None
+    unknown = sorted(set(data) - set(SETTINGS_HELP))
+    if unknown:
+        raise ConfigError(
+            f"{CONFIG_FILE_VAR}: unknown setting {unknown[0]!r} in {path}; "
+            f"known settings are {', '.join(SETTINGS_HELP)}"
+        )
+    if data.get("max_subset") == "none":
+        data["max_subset"] = None
+    return data
