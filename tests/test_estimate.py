@@ -1,0 +1,99 @@
+import pytest
+
+from trainer.config import RunConfig
+from trainer.estimate import coarse_run_seconds, estimate_job_seconds, estimate_run_seconds
+from trainer.history import HistoryStore
+from trainer.isolated import RunOutcome
+from trainer.jobs import JobSpec, JobView
+from trainer.results import RunResult
+
+
+def record_run(store: HistoryStore, job_id: str, config: RunConfig, images_per_s: float, wall_s: float, device="cpu"):
+    """Save a finished one-run job whose run trained `config.subset` images per epoch at `images_per_s`."""
+    result = RunResult(
+        config=config.to_dict(),
+        environment={"device_type": device},
+        total_time_s=config.epochs * config.subset / images_per_s,
+        epoch_times_s=[],
+        steady_images_per_s=images_per_s,
+        peak_memory={},
+        loss_history=[],
+        test_accuracy=None,
+        train_images=config.subset,
+    )
+    store.save_job(
+        JobView(
+            id=job_id,
+            session_id="s",
+            kind="run",
+            label="",
+            status="done",
+            queue_position=None,
+            estimated_wait_s=None,
+            current_run=0,
+            progress=None,
+            live_losses=[],
+            outcomes=[RunOutcome(config, "ok", result=result)],
+            error=None,
+            spec=JobSpec("run", [config]),
+            created_at=1.0,
+            started_at=1.0,
+            finished_at=2.0,
+            extras={"device_type": device, "run_wall_s": [wall_s]},
+        )
+    )
+
+
+@pytest.fixture
+def store(tmp_path):
+    return HistoryStore(tmp_path / "history.sqlite3")
+
+
+def test_coarse_table_grows_with_the_work():
+    base = RunConfig(epochs=1, subset=10_000, loader="resident")
+    one = coarse_run_seconds(base, "cpu")
+    assert one > 0
+    assert coarse_run_seconds(RunConfig(epochs=4, subset=10_000, loader="resident"), "cpu") > one
+    assert coarse_run_seconds(RunConfig(epochs=1, subset=10_000, loader="resident", width=4), "cpu") > one
+    assert coarse_run_seconds(RunConfig(epochs=1, subset=10_000, loader="resident", batch_size=8), "cpu") > one
+    assert coarse_run_seconds(RunConfig(epochs=1, subset=10_000, loader="dataloader"), "cuda") > coarse_run_seconds(
+        RunConfig(epochs=1, subset=10_000, loader="resident"), "cuda"
+    )
+    slow = coarse_run_seconds(RunConfig(epochs=1, subset=10_000, loader="resident", precision="amp-fp16"), "cpu")
+    assert slow > 10 * one  # fp16 autocast on a CPU has no fast kernels
+
+
+def test_unknown_combinations_give_none():
+    assert coarse_run_seconds(RunConfig(precision="tf32"), "cpu") is None
+    assert estimate_run_seconds(RunConfig(), None, "mps") is None
+    spec = JobSpec("compare", [RunConfig(precision="fp32"), RunConfig(precision="tf32")])
+    assert estimate_job_seconds(spec, None, "cpu") is None
+
+
+def test_history_gives_throughput_and_fixed_overhead(store):
+    past = RunConfig(epochs=1, subset=1000, batch_size=256, loader="resident", precision="amp-bf16")
+    record_run(store, "1" * 32, past, images_per_s=500.0, wall_s=6.0)  # 2 s steady training + 4 s fixed
+    record_run(store, "2" * 32, past, images_per_s=500.0, wall_s=6.0)
+    planned = RunConfig(epochs=3, subset=2000, batch_size=256, loader="resident", precision="amp-bf16")
+    assert estimate_run_seconds(planned, store, "cpu") == pytest.approx(3 * 2000 / 500 + 4.0)
+    # Another precision, device or loader has no history: the coarse table answers.
+    other = RunConfig(epochs=3, subset=2000, batch_size=256, loader="resident", precision="fp32")
+    assert estimate_run_seconds(other, store, "cpu") == pytest.approx(coarse_run_seconds(other, "cpu"))
+    assert estimate_run_seconds(planned, store, "cuda") == pytest.approx(coarse_run_seconds(planned, "cuda"))
+
+
+def test_history_prefers_runs_with_a_similar_batch_size(store):
+    small = RunConfig(epochs=1, subset=1000, batch_size=64, loader="resident")
+    large = RunConfig(epochs=1, subset=1000, batch_size=2048, loader="resident")
+    record_run(store, "1" * 32, small, images_per_s=100.0, wall_s=10.0)
+    record_run(store, "2" * 32, large, images_per_s=1000.0, wall_s=1.0)
+    near_small = RunConfig(epochs=1, subset=1000, batch_size=128, loader="resident")
+    near_large = RunConfig(epochs=1, subset=1000, batch_size=4096, loader="resident")
+    assert estimate_run_seconds(near_small, store, "cpu") == pytest.approx(10.0)
+    assert estimate_run_seconds(near_large, store, "cpu") == pytest.approx(1.0)
+
+
+def test_job_estimate_is_the_sum_of_its_runs(store):
+    runs = [RunConfig(epochs=2, subset=5000, precision=p) for p in ("fp32", "amp-bf16")]
+    total = estimate_job_seconds(JobSpec("compare", runs), store, "cpu")
+    assert total == pytest.approx(sum(estimate_run_seconds(run, store, "cpu") for run in runs))
