@@ -125,7 +125,7 @@ def test_queued_jobs_see_their_position_and_an_estimated_wait(make_manager):
     runner = FakeRunner(gated=True)
     manager = make_manager(runner)
     first = manager.submit("a", compare_spec(1))
-    wait_until(lambda: manager.get(first).status == "running")
+    wait_until(lambda: manager.get(first).progress is not None)
     second = manager.submit("b", compare_spec(2))
     third = manager.submit("c", run_spec(3))
     running, next_up, last = manager.get(first), manager.get(second), manager.get(third)
@@ -158,6 +158,7 @@ def test_cancel_a_queued_job(make_manager):
     manager = make_manager(runner)
     running = manager.submit("a", run_spec(1))
     waiting = manager.submit("b", run_spec(2))
+    wait_until(lambda: manager.get(running).status == "running")
     assert manager.cancel(waiting, "b")
     view = manager.get(waiting)
     assert view.status == "cancelled" and view.queue_position is None
@@ -174,7 +175,7 @@ def test_cancel_a_running_job_then_the_queue_goes_on(make_manager):
     manager = make_manager(runner)
     running = manager.submit("a", compare_spec(1))
     after = manager.submit("b", run_spec(2))
-    wait_until(lambda: manager.get(running).status == "running")
+    wait_until(lambda: runner.calls)
     assert manager.cancel(running, "a")
     wait_until(lambda: manager.get(running).finished)
     view = manager.get(running)
@@ -268,7 +269,7 @@ def test_history_survives_a_restart_and_unfinished_jobs_are_marked(make_manager,
     gated = FakeRunner(gated=True)
     crashed = make_manager(gated)
     stranded = crashed.submit("a", run_spec(2))
-    wait_until(lambda: crashed.get(stranded).status == "running")
+    wait_until(lambda: gated.calls)  # its last write before the run ends has happened
 
     restarted = JobManager(settings, runner=FakeRunner(), device_type="cpu")
     try:

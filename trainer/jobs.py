@@ -19,6 +19,7 @@ from trainer.config import RunConfig
 from trainer.errors import ConfigError, TrainerError
 from trainer.estimate import estimate_run_seconds
 from trainer.history import HistoryStore
+from trainer.isolated import RunOutcome, run_isolated
 from trainer.progress import Progress
 from trainer.results import RunResult
 from trainer.settings import Settings
@@ -35,7 +36,6 @@ CPU_FP16_MAX_SUBSET = 5000
 # Finished jobs kept in memory for live pages; older ones are read back from the history store.
 FINISHED_KEPT_IN_MEMORY = 500
 
-RESTART_REASON = "interrupted by a server restart; submit the job again"
 SHUTDOWN_REASON = "interrupted because the server shut down; submit the job again"
 
 
@@ -101,7 +101,7 @@ class JobView:
     current_run: int  # index into spec.runs being executed
     progress: Progress | None  # latest progress of the current run
     live_losses: list[list[dict]]  # per run: {"step", "epoch", "loss"} points seen so far
-    outcomes: list  # RunOutcome of each finished run, in order
+    outcomes: list[RunOutcome]  # each finished run, in order
     error: str | None
     spec: JobSpec
     created_at: float
@@ -145,8 +145,6 @@ class JobView:
 
     @classmethod
     def from_dict(cls, data: dict) -> "JobView":
-        from trainer.isolated import RunOutcome
-
         progress = data.get("progress")
         return cls(
             id=data["id"],
@@ -184,7 +182,7 @@ class _Job:
     current_run: int = 0
     progress: Progress | None = None
     live_losses: list[list[dict]] = field(default_factory=list)
-    outcomes: list = field(default_factory=list)
+    outcomes: list[RunOutcome] = field(default_factory=list)
     error: str | None = None
     started_at: float | None = None
     finished_at: float | None = None
@@ -229,7 +227,7 @@ class JobManager:
         self,
         settings: Settings,
         store: HistoryStore | None = None,
-        runner: Callable | None = None,
+        runner: Callable[..., RunOutcome] = run_isolated,
         *,
         device_type: str | None = None,
         prober: Callable | None = None,
@@ -310,10 +308,6 @@ class JobManager:
         with self._cond:
             return len(self._queue)
 
-    def running_job(self) -> JobView | None:
-        with self._cond:
-            return self._view(self._running) if self._running else None
-
     def shutdown(self, wait: bool = False, timeout: float | None = None) -> None:
         """Stop taking jobs, stop the running one, and record waiting ones as interrupted."""
         with self._cond:
@@ -383,7 +377,7 @@ class JobManager:
         with self._cond:
             self._finish(job, "cancelled", "cancelled by its owner while running")
 
-    def _run_one(self, job: _Job, index: int, config: RunConfig):
+    def _run_one(self, job: _Job, index: int, config: RunConfig) -> RunOutcome:
         def on_progress(progress: Progress) -> None:
             with self._cond:
                 job.progress = progress
@@ -396,7 +390,7 @@ class JobManager:
                 job.pid = pid
 
         try:
-            return self._runner_fn()(
+            return self._runner(
                 config, on_progress=on_progress, should_cancel=job.cancel.is_set, on_spawn=on_spawn
             )
         except TrainerError as err:
@@ -428,13 +422,6 @@ class JobManager:
                 job.extras["max_batch_note"] = note
 
     # ---- helpers ------------------------------------------------------------------------------
-
-    def _runner_fn(self) -> Callable:
-        if self._runner is None:
-            from trainer.isolated import run_isolated
-
-            self._runner = run_isolated
-        return self._runner
 
     def _server_spec(self, spec: JobSpec) -> JobSpec:
         """The spec with the instructor's paths and this device forced in, validated against the limits."""
@@ -525,7 +512,5 @@ def _one_line(err: BaseException) -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _failed_outcome(config: RunConfig, error: str, kind: str):
-    from trainer.isolated import RunOutcome
-
+def _failed_outcome(config: RunConfig, error: str, kind: str) -> RunOutcome:
     return RunOutcome(config=config, status="failed", result=None, error=error, error_kind=kind)
