@@ -1,7 +1,14 @@
 import numpy as np
 import pytest
 
-from trainer.capture import KINDS, MAX_VALUES_PER_LAYER, capture_values, default_source
+from trainer.capture import (
+    KINDS,
+    MAX_VALUES_PER_LAYER,
+    capture_values,
+    default_source,
+    magnitude_summary,
+    summaries,
+)
 from trainer.errors import ConfigError
 from trainer.model import SimpleCNN
 
@@ -46,3 +53,17 @@ def test_by_kind_and_errors(capture):
 
 def test_default_source_without_cifar(tmp_path):
     assert default_source(str(tmp_path)) == "synthetic"
+
+
+def test_magnitude_summary_ignores_zeros_and_signs():
+    summary = magnitude_summary(np.array([0.0, -1.0, 1e-3, 10.0, np.inf]))
+    assert summary["count"] == 5 and summary["zeros"] == 1
+    assert summary["min"] == pytest.approx(1e-3) and summary["max"] == 10.0 and summary["median"] == 1.0
+    assert magnitude_summary(np.zeros(3))["median"] is None
+
+
+def test_summaries_cover_every_kind(capture):
+    rows = summaries(capture)
+    assert [r["kind"] for r in rows] == list(KINDS)
+    for row in rows:
+        assert 0 < row["min"] <= row["p01"] <= row["median"] <= row["p99"] <= row["max"]

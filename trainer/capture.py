@@ -51,6 +51,24 @@ class Capture:
         return np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.float32)
 
 
+def magnitude_summary(values: np.ndarray) -> dict:
+    """Spread of |value| over the nonzero finite values (zeros cannot sit on a log axis), plus the zero count."""
+    flat = np.abs(np.asarray(values, dtype=np.float64).ravel())
+    finite = flat[np.isfinite(flat)]
+    nonzero = finite[finite > 0]
+    summary = {"count": int(flat.size), "zeros": int(finite.size - nonzero.size)}
+    if nonzero.size == 0:
+        return {**summary, "min": None, "p01": None, "median": None, "p99": None, "max": None}
+    p01, median, p99 = np.quantile(nonzero, [0.01, 0.5, 0.99])
+    return {**summary, "min": float(nonzero.min()), "p01": float(p01), "median": float(median),
+            "p99": float(p99), "max": float(nonzero.max())}
+
+
+def summaries(capture: Capture) -> list[dict]:
+    """One magnitude summary per kind of value, labelled, for plotting beside the format ranges."""
+    return [{"kind": kind, **magnitude_summary(capture.all_values(kind))} for kind in KINDS]
+
+
 def default_source(data_root: str) -> str:
     """CIFAR-10 when its files are already in the data root (no download here), synthetic otherwise."""
     return "cifar10" if cifar10_available(data_root) else "synthetic"

@@ -1,0 +1,101 @@
+import numpy as np
+import pytest
+
+from trainer.autocast_trace import trace_dtypes
+from trainer.number_formats import encode, format_table
+from trainer.scaler_sim import ScalerSettings, simulate_gradients
+from trainer.sweep import SweepRow
+from trainer.underflow import log2_histogram, scale_sweep
+from ui import learn_charts
+
+
+def layer_data(chart) -> list:
+    """The data of every layer of a (possibly layered) chart, as records."""
+    spec = chart.to_dict()
+    datasets = spec.get("datasets", {})
+    return [datasets[name] for name in datasets]
+
+
+def test_bits_html_colours_each_part():
+    snippet = learn_charts.bits_html(encode(-2.5, "fp16"))
+    assert snippet.count("<span") == 3
+    assert f'color:{learn_charts.BIT_COLOURS["sign"]}" title="sign">1</span>' in snippet
+    assert ">10000<" in snippet and ">0100000000<" in snippet
+
+
+def test_format_range_chart_has_formats_landmarks_and_model_values():
+    summaries = [{"kind": "gradients", "count": 10, "zeros": 0, "min": 1e-9, "p01": 1e-8, "median": 1e-5,
+                  "p99": 1e-3, "max": 1e-2},
+                 {"kind": "activations", "count": 4, "zeros": 4, "min": None, "p01": None, "median": None,
+                  "p99": None, "max": None}]
+    chart = learn_charts.format_range_chart(format_table(), summaries)
+    spec = chart.to_dict()
+    assert spec["layer"][0]["encoding"]["x"]["scale"]["type"] == "log"
+    rows = [row for data in layer_data(chart) for row in data]
+    names = {row["row"] for row in rows}
+    assert {"fp32", "fp16", "bf16", "model gradients"} <= names
+    assert "model activations" not in names  # nothing nonzero to show
+    fp16_largest = [r for r in rows if r["row"] == "fp16" and r.get("landmark") == "largest"]
+    assert fp16_largest[0]["value"] == 65504.0
+
+
+def test_gradient_histogram_moves_with_the_scale_and_marks_thresholds():
+    values = np.array([2.0**-30, 2.0**-20, 2.0**-10, 1.0])
+    bins = log2_histogram(values)
+    unscaled = learn_charts.gradient_histogram_chart(bins, 0)
+    scaled = learn_charts.gradient_histogram_chart(bins, 10)
+    fates = lambda chart: {r["log2_low"]: r["fate"] for data in layer_data(chart) for r in data if "fate" in r}  # noqa: E731
+    assert fates(unscaled)[-30] == "becomes zero" and fates(unscaled)[-20] == "subnormal (fewer bits)"
+    assert fates(scaled)[-20] == "subnormal (fewer bits)" and fates(scaled)[-10] == "normal"
+    assert fates(learn_charts.gradient_histogram_chart(bins, 16))[16] == "overflows to inf"
+    thresholds = [r["threshold"] for data in layer_data(unscaled) for r in data if "threshold" in r]
+    assert len(thresholds) == 3
+
+
+def test_scale_sweep_chart_rows():
+    outcomes = scale_sweep(np.array([2.0**-30, 1000.0]), max_exponent=8)
+    chart = learn_charts.scale_sweep_chart(outcomes, selected_exponent=3)
+    rows = layer_data(chart)[0]
+    assert len(rows) == 9 * 3
+    assert [r for r in rows if r["selected"]][0]["exponent"] == 3
+    assert chart.to_dict()["encoding"]["tooltip"]
+
+
+def test_scale_trace_chart_marks_skipped_steps():
+    trace = simulate_gradients([4.0] * 6, ScalerSettings(growth_interval=100))
+    points = [{"step": s.step, "scale": s.scale_after} for s in trace.steps]
+    chart = learn_charts.scale_trace_chart(points, trace.skipped_steps)
+    datasets = layer_data(chart)
+    marked = min(datasets, key=len)
+    assert [r["step"] for r in marked] == [1, 2, 3]
+
+
+def test_dtype_grid_chart_from_traces():
+    rows = [{"mode": "amp-bf16", **r} for r in trace_dtypes("amp-bf16", "cpu", batch_size=2).to_rows()]
+    chart = learn_charts.dtype_grid_chart(rows)
+    cells = layer_data(chart)[0]
+    assert len(cells) == 9 * 5
+    assert {c["dtype"] for c in cells} == {"float32", "bfloat16", "-"}
+
+
+def test_breakdown_and_sweep_charts():
+    breakdown = learn_charts.breakdown_chart([{"loader": "dataloader", "data_wait_s": 3.0, "compute_s": 1.0}])
+    assert len(layer_data(breakdown)[0]) == 2
+    rows = [
+        SweepRow("fp32", 64, 1, "ok", 1000.0, 10_000, "process_rss_growth").to_dict(),
+        SweepRow("amp-bf16", 64, 1, "ok", 1500.0, 8_000, "process_rss_growth", speedup=1.5).to_dict(),
+        SweepRow("fp32", 128, 1, "out of memory", None, None, None).to_dict(),
+    ]
+    throughput = learn_charts.sweep_chart(rows, "images_per_s", "Throughput", "images/s")
+    assert len(layer_data(throughput)[0]) == 2  # the run without a figure is left out
+    speedup = learn_charts.sweep_speedup_chart(rows)
+    assert [r["speedup"] for r in layer_data(speedup)[0] if "precision" in r] == [1.5]
+    empty = learn_charts.sweep_chart([], "images_per_s", "Throughput", "images/s")
+    assert empty.to_dict()["mark"]["type"] == "line"
+
+
+@pytest.mark.parametrize("builder", ["scale_sweep_chart", "breakdown_chart"])
+def test_charts_have_titles(builder):
+    chart = (learn_charts.scale_sweep_chart(scale_sweep(np.ones(2), 2)) if builder == "scale_sweep_chart"
+             else learn_charts.breakdown_chart([]))
+    assert chart.to_dict()["title"]

@@ -1,0 +1,243 @@
+"""Altair charts (and one HTML snippet) for the learn pages; no streamlit here, so each is testable alone."""
+
+from __future__ import annotations
+
+import html
+import math
+
+import altair as alt
+import pandas as pd
+
+from trainer.number_formats import BitLayout, FormatRange
+from trainer.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
+
+BIT_COLOURS = {"sign": "#d62728", "exponent": "#2ca02c", "mantissa": "#1f77b4"}
+FATE_COLOURS = {
+    "becomes zero": "#d62728",
+    "subnormal (fewer bits)": "#ff7f0e",
+    "normal": "#2ca02c",
+    "overflows to inf": "#7f0f7f",
+}
+PRECISION_COLOURS = {"fp32": "#4c78a8", "tf32": "#72b7b2", "amp-fp16": "#f58518", "amp-bf16": "#e45756"}
+DTYPE_COLOURS = {"float32": "#4c78a8", "float16": "#f58518", "bfloat16": "#e45756", "-": "#eeeeee"}
+
+
+def bits_html(layout: BitLayout) -> str:
+    """The bit string as coloured monospace spans: sign, exponent, mantissa."""
+    spans = "".join(
+        f'<span style="color:{BIT_COLOURS[part]}" title="{part}">{html.escape(getattr(layout, part))}</span>'
+        for part in ("sign", "exponent", "mantissa")
+    )
+    return f'<code style="font-size:1.1em;letter-spacing:0.08em">{spans}</code>'
+
+
+def bits_legend_html() -> str:
+    return " ".join(
+        f'<span style="color:{colour};font-weight:600">■ {part}</span>' for part, colour in BIT_COLOURS.items()
+    )
+
+
+def format_range_chart(table: list[FormatRange], value_summaries: list[dict] | None = None) -> alt.LayerChart:
+    """Each format's subnormal and normal ranges on one log axis, its epsilon, and the model's own values."""
+    segments, marks = [], []
+    for row in table:
+        segments.append({"row": row.format, "part": "subnormal range", "low": row.smallest_subnormal,
+                         "high": row.smallest_normal})
+        segments.append({"row": row.format, "part": "normal range", "low": row.smallest_normal, "high": row.largest})
+        for label, value in (("smallest subnormal", row.smallest_subnormal), ("smallest normal", row.smallest_normal),
+                             ("largest", row.largest), ("spacing near 1 (epsilon)", row.epsilon)):
+            marks.append({"row": row.format, "landmark": label, "value": value})
+    bands, medians = [], []
+    for summary in value_summaries or []:
+        if summary.get("median") is None:
+            continue
+        name = f"model {summary['kind']}"
+        bands.append({"row": name, "part": "model values (1st-99th percentile)", "low": summary["p01"],
+                      "high": summary["p99"]})
+        bands.append({"row": name, "part": "model values (min-max)", "low": summary["min"], "high": summary["max"]})
+        medians.append({"row": name, "landmark": "median |value|", "value": summary["median"]})
+    order = [row.format for row in table] + [b["row"] for b in bands[::2]]
+    x = alt.X("low:Q", title="|value| (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=".0e"))
+    y = alt.Y("row:N", title=None, sort=order)
+    part_colours = {
+        "subnormal range": "#c6dbef",
+        "normal range": "#4c78a8",
+        "model values (min-max)": "#fdd0a2",
+        "model values (1st-99th percentile)": "#f58518",
+    }
+    colour = alt.Color("part:N", title="range", scale=alt.Scale(domain=list(part_colours), range=list(part_colours.values())))
+    ranges = (
+        alt.Chart(pd.DataFrame(segments + bands))
+        .mark_bar(height=14)
+        .encode(x=x, x2="high:Q", y=y, color=colour,
+                tooltip=[alt.Tooltip("row:N", title="row"), "part:N",
+                         alt.Tooltip("low:Q", format=".3e", title="from"), alt.Tooltip("high:Q", format=".3e", title="to")])
+    )
+    landmarks = (
+        alt.Chart(pd.DataFrame(marks + medians))
+        .mark_tick(thickness=2, size=22, color="black")
+        .encode(x=alt.X("value:Q", scale=alt.Scale(type="log")), y=y, shape=alt.Shape("landmark:N"),
+                tooltip=["row:N", "landmark:N", alt.Tooltip("value:Q", format=".4e")])
+    )
+    return alt.layer(ranges, landmarks).properties(title="Where each format can represent numbers", height=alt.Step(34))
+
+
+def gradient_histogram_chart(bins: list[HistogramBin], scale_exponent: int = 0) -> alt.LayerChart:
+    """Histogram of log2|g| after multiplying by 2^scale_exponent, coloured by what fp16 does to each bin."""
+    rows = []
+    for b in bins:
+        low = b.log2_low + scale_exponent
+        rows.append({"log2_low": low, "log2_high": low + 1, "count": b.count, "fraction": b.fraction,
+                     "fate": _fate(low)})
+    bars = (
+        alt.Chart(pd.DataFrame(rows, columns=["log2_low", "log2_high", "count", "fraction", "fate"]))
+        .mark_bar()
+        .encode(
+            x=alt.X("log2_low:Q", title=f"log2 |gradient × 2^{scale_exponent}|"),
+            x2="log2_high:Q",
+            y=alt.Y("count:Q", title="number of values"),
+            color=alt.Color("fate:N", title="in fp16", scale=alt.Scale(domain=list(FATE_COLOURS),
+                                                                          range=list(FATE_COLOURS.values()))),
+            tooltip=[alt.Tooltip("log2_low:Q", title="from 2^"), alt.Tooltip("count:Q"),
+                     alt.Tooltip("fraction:Q", format=".2%", title="share of nonzero values"), "fate:N"],
+        )
+    )
+    thresholds = pd.DataFrame([
+        {"log2": math.log2(FP16_SMALLEST_SUBNORMAL), "threshold": "fp16 smallest subnormal 2^-24"},
+        {"log2": math.log2(FP16_SMALLEST_NORMAL), "threshold": "fp16 smallest normal 2^-14"},
+        {"log2": math.log2(FP16_MAX), "threshold": "fp16 largest 65504"},
+    ])
+    rules = (
+        alt.Chart(thresholds)
+        .mark_rule(strokeDash=[4, 3], color="black")
+        .encode(x="log2:Q", tooltip=["threshold:N", alt.Tooltip("log2:Q", format=".2f", title="log2")])
+    )
+    labels = rules.mark_text(angle=270, align="left", dx=4, dy=-6, fontSize=11).encode(text="threshold:N", y=alt.value(4))
+    return alt.layer(bars, rules, labels).properties(title="Gradient magnitudes against fp16's range")
+
+
+def scale_sweep_chart(outcomes: list[ScaleOutcome], selected_exponent: int | None = None) -> alt.Chart:
+    """Share of nonzero gradients that vanish, lose bits, or overflow at each power-of-two loss scale."""
+    rows = []
+    for o in outcomes:
+        k = round(math.log2(o.scale))
+        for fate, share in (("becomes zero", o.underflow_fraction),
+                            ("subnormal (fewer bits)", o.subnormal_fraction),
+                            ("overflows to inf", o.overflow_fraction)):
+            rows.append({"exponent": k, "fate": fate, "share": share, "selected": k == selected_exponent})
+    return (
+        alt.Chart(pd.DataFrame(rows))
+        .mark_bar()
+        .encode(
+            x=alt.X("exponent:O", title="loss scale 2^k"),
+            y=alt.Y("share:Q", title="share of nonzero gradients", axis=alt.Axis(format="%"), stack=True),
+            color=alt.Color("fate:N", title="in fp16", scale=alt.Scale(domain=list(FATE_COLOURS),
+                                                                          range=list(FATE_COLOURS.values()))),
+            opacity=alt.condition(alt.datum.selected, alt.value(1.0), alt.value(0.45)),
+            tooltip=[alt.Tooltip("exponent:O", title="k"), "fate:N", alt.Tooltip("share:Q", format=".4%")],
+        )
+        .properties(title="What each loss scale does to these gradients")
+    )
+
+
+def scale_trace_chart(points: list[dict], skipped_steps: list[int], title: str = "Loss scale over steps") -> alt.LayerChart:
+    """The loss scale (log2 axis) per step, with steps the scaler skipped marked in red."""
+    frame = pd.DataFrame(points, columns=["step", "scale"])
+    frame["skipped"] = frame["step"].isin(set(skipped_steps))
+    y = alt.Y("scale:Q", title="loss scale", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format="~s"))
+    line = (
+        alt.Chart(frame)
+        .mark_line(interpolate="step-after")
+        .encode(x=alt.X("step:Q", title="step"), y=y,
+                tooltip=["step:Q", alt.Tooltip("scale:Q", format=",.0f"), "skipped:N"])
+    )
+    skipped = (
+        alt.Chart(frame[frame["skipped"]])
+        .mark_point(color="#d62728", filled=True, size=60, shape="triangle-down")
+        .encode(x="step:Q", y=y, tooltip=[alt.Tooltip("step:Q", title="skipped step"), alt.Tooltip("scale:Q", format=",.0f")])
+    )
+    return alt.layer(line, skipped).properties(title=title)
+
+
+def dtype_grid_chart(rows: list[dict]) -> alt.Chart:
+    """One coloured cell per layer and tensor (input, weight, output, gradients), one column of panels per mode."""
+    columns = {"input_dtype": "input", "weight_dtype": "weight", "output_dtype": "output",
+               "weight_grad_dtype": "weight grad", "output_grad_dtype": "output grad"}
+    cells = [
+        {"mode": row["mode"], "layer": f"{row['layer']} {row['kind']}", "tensor": label, "dtype": row[key]}
+        for row in rows
+        for key, label in columns.items()
+    ]
+    layer_order = list(dict.fromkeys(cell["layer"] for cell in cells))
+    base = alt.Chart(pd.DataFrame(cells)).encode(
+        x=alt.X("tensor:N", title=None, sort=list(columns.values()), axis=alt.Axis(labelAngle=-30)),
+        y=alt.Y("layer:N", title=None, sort=layer_order),
+    )
+    grid = base.mark_rect(stroke="white").encode(
+        color=alt.Color("dtype:N", scale=alt.Scale(domain=list(DTYPE_COLOURS), range=list(DTYPE_COLOURS.values()))),
+        tooltip=["mode:N", "layer:N", "tensor:N", "dtype:N"],
+    )
+    return grid.facet(column=alt.Column("mode:N", title=None, sort=list(dict.fromkeys(c["mode"] for c in cells))))
+
+
+def breakdown_chart(rows: list[dict]) -> alt.Chart:
+    """Seconds waiting for data vs computing, one stacked bar per loader."""
+    parts = []
+    for row in rows:
+        parts.append({"loader": row["loader"], "part": "waiting for data", "seconds": row["data_wait_s"]})
+        parts.append({"loader": row["loader"], "part": "computing", "seconds": row["compute_s"]})
+    return (
+        alt.Chart(pd.DataFrame(parts))
+        .mark_bar()
+        .encode(
+            y=alt.Y("loader:N", title=None),
+            x=alt.X("seconds:Q", title="seconds", stack=True),
+            color=alt.Color("part:N", title=None, scale=alt.Scale(domain=["waiting for data", "computing"],
+                                                                   range=["#bab0ac", "#4c78a8"])),
+            tooltip=["loader:N", "part:N", alt.Tooltip("seconds:Q", format=".2f")],
+        )
+        .properties(title="Where the training time goes")
+    )
+
+
+def sweep_chart(rows: list[dict], field: str, title: str, axis_title: str, axis_format: str = ",.0f") -> alt.Chart:
+    """A line per precision (and width) of `field` against batch size, batch on a log2 axis."""
+    frame = pd.DataFrame([r for r in rows if r.get(field) is not None])
+    if frame.empty:
+        frame = pd.DataFrame(columns=["precision", "batch_size", "width", field])
+    frame["series"] = frame["precision"] + " · width " + frame["width"].astype(str)
+    return (
+        alt.Chart(frame)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2)),
+            y=alt.Y(f"{field}:Q", title=axis_title, axis=alt.Axis(format=axis_format)),
+            color=alt.Color("precision:N", title="precision",
+                            scale=alt.Scale(domain=list(PRECISION_COLOURS), range=list(PRECISION_COLOURS.values()))),
+            strokeDash=alt.StrokeDash("width:N", title="width"),
+            detail="series:N",
+            tooltip=["precision:N", "batch_size:Q", "width:N", alt.Tooltip(f"{field}:Q", format=axis_format)],
+        )
+        .properties(title=title)
+    )
+
+
+def sweep_speedup_chart(rows: list[dict]) -> alt.LayerChart:
+    """AMP's images/s over fp32's at the same batch and width; the dashed line at 1x is break-even."""
+    amp_rows = [r for r in rows if r.get("speedup") is not None]
+    line = sweep_chart(amp_rows, "speedup", "AMP speedup over fp32", "speedup (×)", ".2f")
+    even = alt.Chart(pd.DataFrame({"speedup": [1.0]})).mark_rule(strokeDash=[4, 3], color="black").encode(
+        y="speedup:Q", tooltip=[alt.Tooltip("speedup:Q", title="break-even")]
+    )
+    return alt.layer(line, even)
+
+
+def _fate(log2_low: int) -> str:
+    """Which fp16 region a bin [2^low, 2^(low+1)) falls in, once scaled."""
+    if log2_low + 1 <= math.log2(FP16_SMALLEST_SUBNORMAL) - 1:
+        return "becomes zero"  # below half the smallest subnormal: rounds to zero
+    if log2_low < math.log2(FP16_SMALLEST_NORMAL):
+        return "subnormal (fewer bits)"
+    if log2_low < 16:
+        return "normal"
+    return "overflows to inf"
