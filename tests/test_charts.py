@@ -1,0 +1,134 @@
+"""Chart builders and the lab's table, checked on hand-made results."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer.results import MEMORY_LABELS
+from ui import charts
+from ui_fixtures import lab_pair, make_result
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rows(chart) -> list[dict]:
+    spec = chart.to_dict()
+    (dataset,) = spec["datasets"].values()
+    return dataset
+
+
+def layer_or_self(spec: dict) -> dict:
+    return spec["layer"][0] if "layer" in spec else spec
+
+
+def tooltip_fields(spec: dict) -> list[str]:
+    return [t["field"] for t in layer_or_self(spec)["encoding"]["tooltip"]]
+
+
+@pytest.fixture
+def runs():
+    return charts.run_labels(list(lab_pair()))
+
+
+def test_run_labels_name_runs_by_precision_and_number_repeats():
+    labelled = charts.run_labels([make_result("fp32"), make_result("amp-bf16"), make_result("fp32")])
+    assert list(labelled) == ["FP32", "AMP (bf16)", "FP32 #2"]
+
+
+def test_time_chart_has_bars_with_the_improvement_written_on_them(runs):
+    spec = charts.time_chart(runs).to_dict()
+    bars, text = spec["layer"]
+    assert bars["mark"]["type"] == "bar" and text["mark"]["type"] == "text"
+    assert bars["encoding"]["y"]["field"] == "seconds"
+    assert {"run", "seconds", "change"} <= set(tooltip_fields(spec))
+    data = rows(charts.time_chart(runs))
+    assert [(r["run"], r["seconds"]) for r in data] == [("FP32", 75.0), ("AMP (fp16)", 48.0)]
+    assert data[0]["change"] == "baseline"
+    assert data[1]["change"] == "1.56x faster (36% less time)"
+
+
+def test_memory_chart_groups_bars_per_memory_figure(runs):
+    chart = charts.memory_chart(runs)
+    spec = chart.to_dict()
+    assert spec["mark"]["type"] == "bar"
+    assert spec["encoding"]["x"]["field"] == "figure"
+    assert spec["encoding"]["xOffset"]["field"] == "run"
+    assert {"run", "description", "megabytes"} <= set(tooltip_fields(spec))
+    allocated = [r for r in rows(chart) if r["figure"] == charts.MEMORY_SHORT_NAMES["torch_max_allocated"]]
+    assert [(r["run"], r["megabytes"]) for r in allocated] == [("FP32", 1800.0), ("AMP (fp16)", 1100.0)]
+    assert allocated[0]["description"] == MEMORY_LABELS["torch_max_allocated"]
+    assert len(rows(chart)) == 4
+
+
+def test_epoch_time_chart_draws_one_line_per_run(runs):
+    chart = charts.epoch_time_chart(runs)
+    spec = chart.to_dict()
+    assert spec["mark"]["type"] == "line"
+    assert spec["encoding"]["x"]["field"] == "epoch" and spec["encoding"]["color"]["field"] == "run"
+    assert {"run", "epoch", "seconds"} <= set(tooltip_fields(spec))
+    assert [(r["run"], r["epoch"]) for r in rows(chart)] == [("FP32", 1), ("FP32", 2), ("AMP (fp16)", 1), ("AMP (fp16)", 2)]
+    assert rows(chart)[0]["seconds"] == pytest.approx(45.0)
+
+
+def test_loss_chart_overlays_finished_runs(runs):
+    chart = charts.loss_chart(charts.loss_series(runs))
+    spec = chart.to_dict()
+    assert spec["mark"]["type"] == "line"
+    assert spec["encoding"]["x"]["field"] == "step" and spec["encoding"]["y"]["field"] == "loss"
+    assert {"run", "step", "epoch", "loss"} <= set(tooltip_fields(spec))
+    assert len(rows(chart)) == 8
+    assert rows(chart)[0] == {"run": "FP32", "step": 8, "epoch": 1, "loss": 2.2}
+
+
+def test_loss_chart_takes_live_points_and_an_empty_run():
+    chart = charts.loss_chart({"FP32": [{"step": 1, "epoch": 1, "loss": 2.3}], "AMP (bf16)": []})
+    assert rows(chart) == [{"run": "FP32", "step": 1, "epoch": 1, "loss": 2.3}]
+    assert chart.to_dict()["encoding"]["color"]["scale"]["domain"] == ["FP32", "AMP (bf16)"]
+
+
+def test_throughput_chart_leaves_out_runs_without_a_steady_figure():
+    labelled = charts.run_labels([make_result("fp32"), make_result("amp-bf16", steady_images_per_s=None)])
+    chart = charts.throughput_chart(labelled)
+    spec = chart.to_dict()
+    assert spec["mark"]["type"] == "bar" and spec["encoding"]["y"]["field"] == "steady"
+    assert {"run", "steady", "overall", "warmup_steps"} <= set(tooltip_fields(spec))
+    assert [r["run"] for r in rows(chart)] == ["FP32"]
+
+
+def test_comparison_table_is_the_labs_table_computed():
+    table = charts.comparison_table(*lab_pair())
+    assert list(table.columns) == ["Metric", "FP32", "AMP", "Improvement"]
+    by_metric = table.set_index("Metric")
+    assert by_metric.loc["Training time (2 epochs)"].tolist() == ["75.0 s", "48.0 s", "1.56x faster (36% less time)"]
+    assert by_metric.loc["Peak memory: PyTorch allocated"].tolist() == ["1.80 GB", "1.10 GB", "39% less"]
+    assert by_metric.loc["Test accuracy"].tolist() == ["50.0%", "51.0%", "+1.0 points"]
+    assert by_metric.loc["Throughput (images/s after warm-up)", "Improvement"] == "1.56x"
+    assert by_metric.loc["Steps skipped by the loss scaler"].tolist() == ["0", "0", ""]
+
+
+def test_comparison_table_names_columns_by_precision_outside_the_usual_pair():
+    table = charts.comparison_table(make_result("fp32", 10.0), make_result("fp32", 12.0))
+    assert list(table.columns) == ["Metric", "FP32 (first)", "FP32 (second)", "Improvement"]
+    assert table.iloc[0]["Improvement"] == "1.20x slower (20% more time)"
+    assert "Steps skipped by the loss scaler" not in table["Metric"].tolist()
+
+
+def test_lab_reference_table_matches_the_labs_figures():
+    table = charts.lab_reference_table().set_index("Metric")
+    assert table.loc["Training time (5 epochs)"].tolist() == ["~75 s", "~48 s", "~36% faster"]
+    assert table.loc["Peak GPU memory"].tolist() == ["~1.8 GB", "~1.1 GB", "~39% less"]
+
+
+@pytest.mark.parametrize(
+    "count, text", [(1_800_000_000, "1.80 GB"), (95_000_000, "95 MB"), (2_500, "2 kB")]
+)
+def test_format_bytes_uses_decimal_units_like_the_lab(count, text):
+    assert charts.format_bytes(count) == text
+
+
+def test_chart_and_table_builders_do_not_import_streamlit():
+    code = "import sys, ui.charts, ui.interpret, ui.exports, ui.experiment, ui.choices; print('streamlit' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr

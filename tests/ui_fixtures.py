@@ -1,0 +1,41 @@
+"""Hand-made RunResults for the tests of the ui package (no training needed)."""
+
+from trainer.config import RunConfig
+from trainer.results import RunResult
+
+
+def make_result(precision: str = "fp32", total_time_s: float = 75.0, **overrides) -> RunResult:
+    """A plausible finished run; any RunResult field (or `config` entries via config=...) can be overridden."""
+    config = RunConfig(precision=precision, epochs=2, batch_size=256, data="synthetic", subset=4096, device="cpu")
+    config_dict = {**config.to_dict(), **overrides.pop("config", {})}
+    fields = dict(
+        config=config_dict,
+        environment={"device_type": "cpu", "device_name": "Test CPU"},
+        total_time_s=total_time_s,
+        epoch_times_s=[total_time_s * 0.6, total_time_s * 0.4],
+        steady_images_per_s=8192 / total_time_s,
+        peak_memory={"torch_max_allocated": 1_800_000_000, "process_rss_growth": 300_000_000},
+        loss_history=[
+            {"step": 8, "epoch": 1, "loss": 2.2},
+            {"step": 16, "epoch": 1, "loss": 1.9},
+            {"step": 24, "epoch": 2, "loss": 1.6},
+            {"step": 32, "epoch": 2, "loss": 1.4},
+        ],
+        test_accuracy=0.50,
+        warmup_steps=5,
+        total_steps=32,
+        train_images=4096,
+        images_per_s=8192 / total_time_s,
+    )
+    fields.update(overrides)
+    return RunResult(**fields)
+
+
+def lab_pair(amp: str = "amp-fp16") -> tuple[RunResult, RunResult]:
+    """The lab's own figures as two runs: 75 s and 1.8 GB in fp32, 48 s and 1.1 GB with AMP."""
+    baseline = make_result("fp32", 75.0)
+    candidate = make_result(
+        amp, 48.0, peak_memory={"torch_max_allocated": 1_100_000_000, "process_rss_growth": 300_000_000},
+        test_accuracy=0.51,
+    )
+    return baseline, candidate
