@@ -1,0 +1,66 @@
+"""The sentence that explains a comparison follows the numbers."""
+
+from ui.interpret import data_wait_share, differences, interpret
+from ui_fixtures import lab_pair, make_result
+
+
+def test_a_clear_speedup_is_stated_with_time_and_memory_saved():
+    sentence = interpret(*lab_pair("amp-bf16"))
+    assert sentence.startswith("amp-bf16 trained 1.56x as fast as fp32 (36% less time)")
+    assert "39% less memory (PyTorch allocated)" in sentence
+
+
+def test_a_data_bound_run_points_to_the_resident_loader():
+    baseline = make_result("fp32", 60.0, data_wait_s=40.0, compute_s=20.0)
+    candidate = make_result("amp-bf16", 58.0, data_wait_s=45.0, compute_s=13.0)
+    sentence = interpret(baseline, candidate)
+    assert sentence.startswith("The data loader bounds this run: 78%")
+    assert "try the resident loader" in sentence
+
+
+def test_little_gain_with_the_lab_dataloader_suggests_measuring_the_wait():
+    baseline = make_result("fp32", 60.0, config={"loader": "dataloader"})
+    candidate = make_result("amp-bf16", 59.0, config={"loader": "dataloader"})
+    sentence = interpret(baseline, candidate)
+    assert sentence.startswith("amp-bf16 gains little here (1.02x) because the lab's DataLoader may be the bottleneck")
+
+
+def test_little_gain_on_a_small_model_blames_the_arithmetic_per_step():
+    baseline = make_result("fp32", 60.0, config={"loader": "resident"})
+    candidate = make_result("amp-bf16", 59.0, config={"loader": "resident"})
+    assert "too little arithmetic" in interpret(baseline, candidate)
+
+
+def test_fp16_on_a_cpu_is_explained_and_bf16_recommended():
+    sentence = interpret(make_result("fp32", 10.0), make_result("amp-fp16", 400.0))
+    assert sentence.startswith("amp-fp16 took 40.0x the fp32 time here because CPUs have no fast fp16 kernels")
+    assert "use amp-bf16" in sentence
+
+
+def test_a_slower_amp_run_says_so():
+    sentence = interpret(make_result("fp32", 10.0), make_result("amp-bf16", 13.0))
+    assert sentence.startswith("amp-bf16 was slower here (1.30x the fp32 time)")
+
+
+def test_runs_with_different_settings_are_not_compared_as_like_for_like():
+    baseline = make_result("fp32", 10.0)
+    candidate = make_result("amp-bf16", 5.0, config={"batch_size": 1024, "epochs": 3})
+    assert differences(baseline, candidate) == ["epochs", "batch size"]
+    assert interpret(baseline, candidate).startswith("These runs differ in more than precision (epochs, batch size)")
+
+
+def test_a_very_short_run_is_called_too_short_to_time():
+    baseline = make_result("fp32", 2.0, total_steps=4)
+    candidate = make_result("amp-bf16", 3.0, total_steps=4)
+    assert interpret(baseline, candidate).startswith("These runs are too short to time reliably (4 steps)")
+
+
+def test_an_accuracy_drop_is_added_as_a_warning():
+    baseline, candidate = lab_pair("amp-fp16")
+    candidate.test_accuracy = 0.30
+    assert interpret(baseline, candidate).endswith("Accuracy fell by 20.0 points: check the loss curves.")
+
+
+def test_data_wait_share_needs_both_figures():
+    assert data_wait_share(make_result()) is None
+    assert data_wait_share(make_result(data_wait_s=1.0, compute_s=3.0)) == 0.25

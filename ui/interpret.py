@@ -1,0 +1,96 @@
+"""One plain sentence that explains a comparison, computed from its numbers (no Streamlit, so it is testable)."""
+
+from __future__ import annotations
+
+from trainer.results import RunResult, compare
+from ui.charts import MEMORY_SHORT_NAMES
+
+# Settings that must match for a comparison to be about precision alone.
+LIKE_FOR_LIKE = ("epochs", "batch_size", "data", "subset", "loader", "width", "channels_last", "device")
+DATA_BOUND_SHARE = 0.5  # the run spent more than this share of its time waiting for batches
+LITTLE_GAIN = 1.05  # a speedup below this is "little"
+ACCURACY_DROP = 0.05  # a fall of more than 5 accuracy points is worth a warning
+MIN_STEPS_TO_TIME = 30  # runs shorter than this are mostly warm-up
+
+
+def data_wait_share(result: RunResult) -> float | None:
+    """Share of the measured time spent waiting for batches; None when the run did not time it."""
+    if result.data_wait_s is None or result.compute_s is None:
+        return None
+    total = result.data_wait_s + result.compute_s
+    return result.data_wait_s / total if total > 0 else None
+
+
+def differences(baseline: RunResult, candidate: RunResult) -> list[str]:
+    """Names of the settings, other than precision, in which the two runs differ."""
+    return [
+        key.replace("_", " ")
+        for key in LIKE_FOR_LIKE
+        if baseline.config.get(key) != candidate.config.get(key)
+    ]
+
+
+def interpret(baseline: RunResult, candidate: RunResult) -> str:
+    """The sentence a teacher would say on seeing these two runs side by side."""
+    comparison = compare(baseline, candidate)
+    speedup = comparison.speedup
+    name = candidate.precision
+    device = candidate.environment.get("device_type") or candidate.config.get("device")
+    differ = differences(baseline, candidate)
+    if differ:
+        sentence = (
+            f"These runs differ in more than precision ({', '.join(differ)}), so the {speedup:.2f}x change in "
+            "time is not down to precision alone; compare runs with the same settings."
+        )
+    elif min(baseline.total_steps, candidate.total_steps) < MIN_STEPS_TO_TIME:
+        sentence = (
+            f"These runs are too short to time reliably ({candidate.total_steps} steps): one-off start-up costs "
+            "of the first steps dominate them; train on more images or for more epochs before drawing conclusions."
+        )
+    elif name == "amp-fp16" and device == "cpu":
+        sentence = (
+            f"amp-fp16 took {1 / speedup:.1f}x the fp32 time here because CPUs have no fast fp16 kernels: "
+            "on a CPU use amp-bf16, and keep fp16 for GPUs with Tensor Cores."
+        )
+    elif (share := data_wait_share(candidate)) is not None and share > DATA_BOUND_SHARE:
+        sentence = (
+            f"The data loader bounds this run: {share:.0%} of the {name} run's time went to waiting for batches, "
+            "so faster arithmetic cannot show; try the resident loader."
+        )
+    elif speedup >= LITTLE_GAIN:
+        sentence = (
+            f"{name} trained {speedup:.2f}x as fast as {baseline.precision} "
+            f"({comparison.time_saved_pct:.0f}% less time)"
+        )
+        saved = comparison.memory_reduction_pct
+        if saved:
+            key, pct = max(saved.items(), key=lambda item: item[1])
+            if pct > 0:
+                sentence += f" and used {pct:.0f}% less memory ({MEMORY_SHORT_NAMES.get(key, key)})"
+        sentence += "."
+    elif speedup >= 1 / LITTLE_GAIN:
+        sentence = f"{name} gains little here ({speedup:.2f}x) because " + _why_little(candidate)
+    else:
+        sentence = (
+            f"{name} was slower here ({1 / speedup:.2f}x the {baseline.precision} time): the casts autocast adds "
+            "cost more than the low-precision math saves at this model size on this hardware; a larger width or "
+            "batch gives it more to save."
+        )
+    if comparison.accuracy_delta is not None and comparison.accuracy_delta < -ACCURACY_DROP:
+        sentence += f" Accuracy fell by {-100 * comparison.accuracy_delta:.1f} points: check the loss curves."
+    return sentence
+
+
+def _why_little(result: RunResult) -> str:
+    config = result.config
+    if config.get("loader") == "dataloader" and result.data_wait_s is None:
+        return (
+            "the lab's DataLoader may be the bottleneck (turn on the data-wait breakdown to see), or each step "
+            "does too little arithmetic; try the resident loader or a larger width."
+        )
+    if config.get("width", 1) < 4 or config.get("batch_size", 256) < 256:
+        return (
+            "each step does too little arithmetic for low precision to matter: fixed costs (Python, kernel "
+            "launches, the optimizer) dominate; try a larger width or batch size."
+        )
+    return "this hardware has little low-precision speedup to offer for this model."
