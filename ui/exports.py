@@ -1,0 +1,58 @@
+"""What the download buttons hand out: runs as JSON, a one-row-per-run CSV, and the loss history as CSV."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import pandas as pd
+
+from trainer.results import RunResult, compare
+
+CONFIG_COLUMNS = ("precision", "epochs", "batch_size", "data", "subset", "loader", "width", "channels_last")
+
+
+def runs_json(runs: Mapping[str, RunResult], job_id: str | None = None) -> str:
+    """Every run in full, and the comparison of each later run with the first."""
+    results = list(runs.values())
+    payload = {
+        "job_id": job_id,
+        "runs": [{"label": label, **result.to_dict()} for label, result in runs.items()],
+        "comparisons": [compare(results[0], other).to_dict() for other in results[1:]],
+    }
+    return json.dumps(payload, indent=2)
+
+
+def runs_frame(runs: Mapping[str, RunResult]) -> pd.DataFrame:
+    """One row per run with its settings and main figures (memory in bytes, one column per figure)."""
+    memory_keys = list(dict.fromkeys(key for result in runs.values() for key in result.peak_memory))
+    rows = []
+    for label, result in runs.items():
+        row = {"run": label}
+        row.update({key: result.config.get(key) for key in CONFIG_COLUMNS})
+        row.update(
+            device=result.environment.get("device_name"),
+            total_time_s=result.total_time_s,
+            steady_images_per_s=result.steady_images_per_s,
+            test_accuracy=result.test_accuracy,
+            skipped_steps=result.skipped_steps,
+            data_wait_s=result.data_wait_s,
+            compute_s=result.compute_s,
+        )
+        row.update({f"peak_{key}_bytes": result.peak_memory.get(key) for key in memory_keys})
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def loss_frame(runs: Mapping[str, RunResult]) -> pd.DataFrame:
+    """The logged training loss of every run, one row per point."""
+    rows = [
+        {"run": label, "precision": result.precision, "step": p["step"], "epoch": p.get("epoch"), "loss": p["loss"]}
+        for label, result in runs.items()
+        for p in result.loss_history
+    ]
+    return pd.DataFrame(rows, columns=["run", "precision", "step", "epoch", "loss"])
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    return frame.to_csv(index=False)
