@@ -1,0 +1,155 @@
+"""What every page shares: the server's settings, its one job manager, this browser session's id, the hardware,
+and careful reading of values that arrive through session state or the address bar."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import streamlit as st
+
+from trainer.environment import HardwareReport, hardware_report
+from trainer.errors import TrainerError
+from trainer.history import HistoryStore
+from trainer.jobs import JobManager, JobView
+from trainer.settings import Settings
+from ui.choices import Choice, accepts, refusal
+
+SESSION_ID_KEY = "amp_lab_session_id"
+APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
+JOB_IDS_KEY = "amp_lab_job_ids"
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+_HARDWARE_CHILD = (
+    "import json; from trainer.environment import hardware_report; "
+    "print(json.dumps(hardware_report('cuda').to_dict()))"
+)
+
+
+def _settings_environment() -> tuple[tuple[str, str], ...]:
+    """The AMP_LAB_* variables as a hashable key: a changed variable means new settings (and, in tests, a new
+    job manager for a new state folder)."""
+    return tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("AMP_LAB_")))
+
+
+@st.cache_resource(show_spinner=False)
+def _settings_for(environment: tuple[tuple[str, str], ...]) -> Settings:
+    return Settings.from_env(dict(environment))
+
+
+@st.cache_resource(show_spinner=False, on_release=lambda manager: manager.shutdown())
+def _job_manager_for(environment: tuple[tuple[str, str], ...]) -> JobManager:
+    settings = _settings_for(environment)
+    return JobManager(settings, HistoryStore(settings.history_path))
+
+
+@st.cache_resource(show_spinner=False)
+def _hardware_for(device_type: str) -> HardwareReport:
+    if device_type != "cuda":
+        return hardware_report("cpu")
+    # Asking CUDA about the GPU opens a CUDA context (hundreds of MB of GPU memory) that would stay in this
+    # long-lived process and inflate every run's nvidia-smi figure: a short-lived child asks instead.
+    done = subprocess.run(
+        [sys.executable, "-c", _HARDWARE_CHILD], capture_output=True, text=True, timeout=300, cwd=_REPO_ROOT
+    )
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TrainerError(f"could not query the GPU ({tail}); check the NVIDIA driver")
+    return HardwareReport(**json.loads(done.stdout))
+
+
+def _or_stop(make: Callable):
+    """Build a server resource; a misconfigured server is one clear error on the page, not a traceback."""
+    try:
+        return make()
+    except TrainerError as err:
+        st.error(f"The server is not set up correctly: {err}")
+        st.stop()
+
+
+def get_settings() -> Settings:
+    """The instructor's settings (AMP_LAB_* variables, AMP_LAB_CONFIG file), read once per process."""
+    return _or_stop(lambda: _settings_for(_settings_environment()))
+
+
+def get_job_manager() -> JobManager:
+    """The one job manager of this server process: a FIFO queue and one worker for the device."""
+    return _or_stop(lambda: _job_manager_for(_settings_environment()))
+
+
+def get_history() -> HistoryStore:
+    """The shared job history (the job manager's own store)."""
+    return get_job_manager().store
+
+
+def session_id() -> str:
+    """A random id for this browser session; jobs belong to it, and only it may cancel them."""
+    if SESSION_ID_KEY not in st.session_state:
+        st.session_state[SESSION_ID_KEY] = uuid.uuid4().hex
+    return st.session_state[SESSION_ID_KEY]
+
+
+def remember_job(job_id: str) -> None:
+    """Note a job this session submitted, so every page can find it again."""
+    st.session_state.setdefault(JOB_IDS_KEY, []).append(job_id)
+
+
+def remembered_jobs() -> list[str]:
+    """Ids of the jobs this session submitted, oldest first."""
+    return list(st.session_state.get(JOB_IDS_KEY, []))
+
+
+def my_jobs() -> list[JobView]:
+    """This session's jobs, oldest first, live or from the history."""
+    return get_job_manager().jobs_for_session(session_id())
+
+
+def hardware() -> HardwareReport:
+    """What the device the jobs run on offers for mixed precision (read once per process)."""
+    device_type = get_job_manager().device_type
+    return _or_stop(lambda: _hardware_for(device_type))
+
+
+# ---- values a learner (or a crafted link) can set --------------------------------------------------------
+
+
+def checked_state(choice: Choice) -> object:
+    """Keep a bad value set through session state away from the widget: say so, and put the default back.
+
+    Call before the widget is drawn; fills in the default when nothing is set yet.
+    """
+    if choice.key not in st.session_state:
+        st.session_state[choice.key] = choice.default
+    value = st.session_state[choice.key]
+    if not accepts(choice, value):
+        st.error(refusal(choice, value, "set in the session state"))
+        st.session_state[choice.key] = value = choice.default
+    return value
+
+
+def apply_query_params(choices: Sequence[Choice]) -> None:
+    """Preset widgets from the address bar (e.g. ?epochs=3&batch_size=128), refusing values out of range.
+
+    A given address is applied once, so later widget changes are not overwritten by the same link.
+    """
+    given = {c.param: st.query_params.get(c.param) for c in choices if c.param in st.query_params}
+    if not given or st.session_state.get(APPLIED_PARAMS_KEY) == given:
+        return
+    st.session_state[APPLIED_PARAMS_KEY] = given
+    for choice in choices:
+        if choice.param not in given:
+            continue
+        text = given[choice.param]
+        try:
+            value = choice.parse(text)
+        except (TypeError, ValueError):
+            value = text
+        if accepts(choice, value):
+            st.session_state[choice.key] = value
+        else:
+            st.error(refusal(choice, text, "in the address"))
+            st.session_state[choice.key] = choice.default
