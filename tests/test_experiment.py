@@ -1,0 +1,92 @@
+"""The experiment page's logic: what this hardware and these limits offer, and the job the Run button submits."""
+
+from trainer.environment import HardwareReport
+from trainer.settings import Settings
+from ui.experiment import (
+    BATCH_SIZES,
+    amp_modes,
+    blocking_reasons,
+    comparison_spec,
+    experiment_choices,
+    log_every,
+    quick_demo_spec,
+)
+
+
+def report(device_type="cpu", capability=None, native_bf16=False, recommended="amp-bf16") -> HardwareReport:
+    return HardwareReport(
+        device_name="test device", device_type=device_type, tensor_cores=device_type == "cuda",
+        native_bf16=native_bf16, cpu_bf16=True, cpu_amx=True, cpu_fp16=False, recommended_amp=recommended,
+        expected_gain="", compute_capability=capability,
+    )
+
+
+CPU = report()
+AMPERE = report("cuda", "8.0", native_bf16=True)
+VOLTA = report("cuda", "7.0", recommended="amp-fp16")
+
+
+def values(**changes) -> dict:
+    base = dict(epochs=5, batch_size=256, amp="amp-bf16", data="synthetic", loader="dataloader", width=1,
+                channels_last=False, breakdown=False, subset=None)
+    return {**base, **changes}
+
+
+def test_modes_offered_depend_on_the_hardware():
+    assert amp_modes(CPU)[0] == ("amp-fp16", "amp-bf16")
+    assert "tf32" in amp_modes(CPU)[1]
+    assert amp_modes(AMPERE) == (("amp-fp16", "amp-bf16", "tf32"), {})
+    offered, missing = amp_modes(VOLTA)
+    assert offered == ("amp-fp16",)
+    assert set(missing) == {"amp-bf16", "tf32"} and "7.0" in missing["tf32"]
+
+
+def test_choices_follow_the_instructors_limits():
+    settings = Settings(max_epochs=3, max_batch_size=1000, max_subset=5000)
+    choices = experiment_choices(settings, CPU, cifar10_ok=False)
+    assert choices["epochs"].allowed == (1, 2, 3) and choices["epochs"].default == 3
+    assert choices["batch_size"].allowed == BATCH_SIZES[:5] and choices["batch_size"].default == 256
+    assert choices["subset"].allowed == (256, 512, 1024, 2048, 5000) and choices["subset"].default == 5000
+    assert choices["data"].allowed == ("synthetic",)
+
+
+def test_default_choices_are_the_labs_settings():
+    choices = experiment_choices(Settings(), AMPERE, cifar10_ok=True)
+    assert choices["epochs"].allowed == tuple(range(1, 21)) and choices["epochs"].default == 5
+    assert choices["batch_size"].allowed[0] == 32 and choices["batch_size"].allowed[-1] == 4096
+    assert choices["batch_size"].default == 256
+    assert choices["data"].default == "cifar10" and choices["loader"].default == "dataloader"
+    assert choices["subset"].default is None
+    assert choices["amp"].default == "amp-bf16"
+
+
+def test_fp16_on_a_cpu_is_blocked_without_a_small_subset():
+    assert blocking_reasons(values(amp="amp-fp16"), CPU)
+    assert not blocking_reasons(values(amp="amp-fp16", subset=2048), CPU)
+    assert not blocking_reasons(values(amp="amp-fp16"), AMPERE)
+
+
+def test_the_run_button_submits_fp32_then_the_chosen_mode_with_equal_settings():
+    spec = comparison_spec(values(amp="amp-bf16", subset=2048, batch_size=128, epochs=2, loader="resident"))
+    assert spec.kind == "compare"
+    fp32, amp = spec.runs
+    assert (fp32.precision, amp.precision) == ("fp32", "amp-bf16")
+    fp32_rest = {k: v for k, v in fp32.to_dict().items() if k != "precision"}
+    assert fp32_rest == {k: v for k, v in amp.to_dict().items() if k != "precision"}
+    assert fp32.test_subset == 1000 and fp32.subset == 2048
+    assert spec.label.startswith("fp32 vs amp-bf16, 2 epochs, batch 128")
+    spec.validate()
+
+
+def test_log_every_gives_about_a_hundred_loss_points_but_never_fewer_than_the_lab():
+    assert log_every(None, 256, 5) == 10
+    assert log_every(256, 64, 1) == 1
+    assert log_every(None, 32, 20) == 100
+
+
+def test_quick_demo_is_small_and_uses_the_recommended_mode():
+    spec = quick_demo_spec(CPU)
+    assert [run.precision for run in spec.runs] == ["fp32", "amp-bf16"]
+    assert all(run.epochs == 1 and run.data == "synthetic" and run.subset <= 5000 for run in spec.runs)
+    assert quick_demo_spec(VOLTA).runs[1].precision == "amp-fp16"
+    assert spec.label.startswith("quick demo")

@@ -1,0 +1,142 @@
+"""The experiment page's logic: which settings this server offers, why some are not offered, and the job they
+make. No Streamlit here."""
+
+from __future__ import annotations
+
+from trainer.config import RunConfig
+from trainer.environment import HardwareReport
+from trainer.jobs import CPU_FP16_MAX_SUBSET, JobSpec
+from trainer.settings import Settings
+from ui.choices import Choice, parse_bool, parse_int, parse_optional_int
+
+EPOCH_CHOICES = tuple(range(1, 21))
+BATCH_SIZES = tuple(2**n for n in range(5, 13))  # 32 .. 4096
+SUBSETS = (256, 512, 1024, 2048, 5000, 10_000, 25_000, None)  # None = the whole training split
+WIDTHS = (1, 2, 4, 8)
+LOADERS = ("dataloader", "resident")
+DATA_SOURCES = ("cifar10", "synthetic")
+TEST_IMAGES_FOR_SUBSETS = 1000  # a quick run checks accuracy on at most this many test images
+LOSS_POINTS_PER_RUN = 100  # about this many loss points per run, for the charts
+QUICK_DEMO = dict(epochs=1, batch_size=128, subset=5000, data="synthetic", loader="resident")
+
+LOADER_NAMES = {
+    "dataloader": "the lab's DataLoader (PIL, ToTensor, 4 workers)",
+    "resident": "resident (whole split on the device, sliced)",
+}
+DATA_NAMES = {"cifar10": "CIFAR-10", "synthetic": "synthetic (CIFAR-shaped, generated)"}
+
+
+def subset_name(subset: int | None) -> str:
+    return "all 50,000" if subset is None else f"{subset:,}"
+
+
+def amp_modes(report: HardwareReport) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The modes to compare with fp32 on this hardware, and the reason for each one left out."""
+    offered, missing = ["amp-fp16", "amp-bf16"], {}
+    if report.device_type == "cuda":
+        if not report.native_bf16:
+            offered.remove("amp-bf16")
+            missing["amp-bf16"] = "this GPU has no native bfloat16 (it needs compute capability 8.0 or newer)"
+        major = int((report.compute_capability or "0.0").split(".")[0])
+        if major >= 8:
+            offered.append("tf32")
+        else:
+            missing["tf32"] = f"TF32 needs compute capability 8.0 or newer; this GPU has {report.compute_capability}"
+    else:
+        missing["tf32"] = "TF32 is a mode of NVIDIA GPUs (Ampere or newer); this server trains on the CPU"
+    return tuple(offered), missing
+
+
+def default_amp(report: HardwareReport, offered: tuple[str, ...]) -> str:
+    if report.recommended_amp in offered:
+        return report.recommended_amp
+    return "amp-bf16" if "amp-bf16" in offered else offered[0]
+
+
+def experiment_choices(settings: Settings, report: HardwareReport, cifar10_ok: bool) -> dict[str, Choice]:
+    """Every setting of the experiment page, limited by the instructor's settings and this hardware."""
+    epochs = tuple(e for e in EPOCH_CHOICES if e <= settings.max_epochs)
+    batches = tuple(b for b in BATCH_SIZES if b <= settings.max_batch_size) or (BATCH_SIZES[0],)
+    subsets = SUBSETS
+    if settings.max_subset is not None:
+        subsets = tuple(s for s in SUBSETS if s is not None and s <= settings.max_subset) or (settings.max_subset,)
+    offered, _ = amp_modes(report)
+    sources = DATA_SOURCES if cifar10_ok else ("synthetic",)
+    return {
+        c.param: c
+        for c in (
+            Choice("run_epochs", "Epochs", epochs, min(5, epochs[-1]), "epochs", parse_int),
+            Choice("run_batch_size", "Batch size", batches, min(256, batches[-1]), "batch_size", parse_int),
+            Choice("run_amp", "AMP mode", offered, default_amp(report, offered), "amp"),
+            Choice("run_data", "Data", sources, sources[0], "data"),
+            Choice("run_loader", "Loader", LOADERS, "dataloader", "loader"),
+            Choice("run_width", "Model width", WIDTHS, 1, "width", parse_int),
+            Choice("run_channels_last", "channels_last", (False, True), False, "channels_last", parse_bool),
+            Choice("run_breakdown", "Data-wait breakdown", (False, True), False, "breakdown", parse_bool),
+            Choice(
+                "run_subset", "Training images", subsets, subsets[-1], "subset", parse_optional_int, subset_name
+            ),
+        )
+    }
+
+
+def blocking_reasons(values: dict, report: HardwareReport) -> list[str]:
+    """Why these settings cannot run on this hardware (empty when they can)."""
+    reasons = []
+    if values["amp"] == "amp-fp16" and report.device_type == "cpu":
+        subset = values["subset"]
+        if subset is None or subset > CPU_FP16_MAX_SUBSET:
+            reasons.append(
+                f"amp-fp16 on a CPU is tens of times slower than fp32, so this server runs it only on at most "
+                f"{CPU_FP16_MAX_SUBSET:,} training images: pick a smaller subset, or amp-bf16."
+            )
+    return reasons
+
+
+def log_every(subset: int | None, batch_size: int, epochs: int) -> int:
+    """Steps between logged losses: about LOSS_POINTS_PER_RUN points per run, and never rarer than the lab's 100."""
+    images = subset or 50_000
+    steps = epochs * -(-images // batch_size)
+    return max(1, min(100, round(steps / LOSS_POINTS_PER_RUN)))
+
+
+def run_configs(values: dict, amp: str) -> list[RunConfig]:
+    """The fp32 baseline and the `amp` run, identical in everything but precision."""
+    subset = values["subset"]
+    common = dict(
+        epochs=values["epochs"],
+        batch_size=values["batch_size"],
+        data=values["data"],
+        loader=values["loader"],
+        subset=subset,
+        test_subset=None if subset is None else min(subset, TEST_IMAGES_FOR_SUBSETS),
+        width=values["width"],
+        channels_last=values["channels_last"],
+        breakdown=values["breakdown"],
+        log_every=log_every(subset, values["batch_size"], values["epochs"]),
+    )
+    return [RunConfig(precision="fp32", **common), RunConfig(precision=amp, **common)]
+
+
+def describe(values: dict) -> str:
+    """A short label for the job: what is compared, on what."""
+    return (
+        f"fp32 vs {values['amp']}, {values['epochs']} epoch{'s' if values['epochs'] != 1 else ''}, "
+        f"batch {values['batch_size']}, {subset_name(values['subset'])} {values['data']} images, "
+        f"{values['loader']} loader, width {values['width']}"
+        + (", channels_last" if values["channels_last"] else "")
+    )
+
+
+def comparison_spec(values: dict) -> JobSpec:
+    """The job the Run button submits: the fp32 baseline and the chosen mode, one after the other."""
+    return JobSpec(kind="compare", runs=run_configs(values, values["amp"]), label=describe(values))
+
+
+def quick_demo_spec(report: HardwareReport) -> JobSpec:
+    """A comparison small enough to finish in a minute or so: synthetic data, a subset, one epoch."""
+    offered, _ = amp_modes(report)
+    values = dict(QUICK_DEMO, width=1, channels_last=False, breakdown=False, amp=default_amp(report, offered))
+    spec = comparison_spec(values)
+    spec.label = "quick demo: " + spec.label
+    return spec
