@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from trainer.autocast_trace import TRACE_MODES, available_modes, trace_dtypes
+from trainer.autocast_trace import TRACE_MODES, AutocastTrace, available_modes, trace_all_isolated, trace_dtypes
 from trainer.errors import ConfigError
 
 WEIGHTED = ("Conv2d", "Linear")
@@ -52,6 +52,13 @@ def test_modes_and_errors():
     assert available_modes("cpu") == list(TRACE_MODES)
     with pytest.raises(ConfigError):
         trace_dtypes("fp8", "cpu")
+
+
+def test_isolated_trace_round_trips_through_json():
+    traces = trace_all_isolated("cpu", batch_size=2)
+    assert [t.mode for t in traces] == list(TRACE_MODES)
+    assert traces[2].layers[0].output_dtype == "bfloat16" and traces[2].loss_dtype == "float32"
+    assert AutocastTrace.from_dict(traces[0].to_dict()) == traces[0]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -8,13 +8,18 @@ whole model with `.half()` / `.to(torch.bfloat16)`, so there is no fp32 master c
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
+import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 from torch import nn
 
-from trainer.errors import ConfigError, UnsupportedModeError
+from trainer.errors import ConfigError, TrainerError, UnsupportedModeError
 from trainer.model import build_model
 
 # mode -> (autocast dtype or None, dtype the whole model and input are converted to)
@@ -60,6 +65,14 @@ class AutocastTrace:
 
     def to_rows(self) -> list[dict]:
         return [row.to_dict() for row in self.layers]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "AutocastTrace":
+        layers = [LayerDtypes(**row) for row in data.get("layers", [])]
+        return cls(data["mode"], data["device"], layers, data.get("loss_dtype", ""), data.get("logits_dtype", ""))
 
 
 def dtype_name(dtype: torch.dtype | None) -> str:
@@ -122,6 +135,32 @@ def available_modes(device: torch.device | str) -> list[str]:
     return modes
 
 
+def trace_all(device: torch.device | str = "cpu", batch_size: int = 8) -> list[AutocastTrace]:
+    """A trace for every mode the device supports."""
+    return [trace_dtypes(mode, device, batch_size) for mode in available_modes(device)]
+
+
+def trace_all_isolated(device: str, batch_size: int = 8, timeout_s: float = 300) -> list[AutocastTrace]:
+    """trace_all in a short-lived child process, so a long-lived server never holds a CUDA context of its own."""
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer.autocast_trace", "--device", device, "--batch-size", str(batch_size)],
+        capture_output=True, text=True, timeout=timeout_s, cwd=Path(__file__).resolve().parents[1],
+    )
+    if done.returncode != 0:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise TrainerError(f"the dtype trace on {device} failed ({tail})")
+    return [AutocastTrace.from_dict(item) for item in json.loads(done.stdout)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print each layer's dtypes per precision mode, as JSON.")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--batch-size", type=int, default=8, help="images in the one traced batch")
+    args = parser.parse_args(argv)
+    print(json.dumps([trace.to_dict() for trace in trace_all(args.device, args.batch_size)]))
+    return 0
+
+
 def _check_supported(mode: str, device: torch.device, autocast_dtype, model_dtype) -> None:
     if device.type == "cuda":
         if not torch.cuda.is_available():
@@ -156,3 +195,7 @@ def _recorder(name: str, module: nn.Module, rows: dict[str, LayerDtypes]):
             output.register_hook(record_gradient)
 
     return record
+
+
+if __name__ == "__main__":
+    sys.exit(main())

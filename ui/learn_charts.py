@@ -52,9 +52,10 @@ def format_range_chart(table: list[FormatRange], value_summaries: list[dict] | N
         if summary.get("median") is None:
             continue
         name = f"model {summary['kind']}"
+        # min-max first, so the percentile band is drawn on top of it
+        bands.append({"row": name, "part": "model values (min-max)", "low": summary["min"], "high": summary["max"]})
         bands.append({"row": name, "part": "model values (1st-99th percentile)", "low": summary["p01"],
                       "high": summary["p99"]})
-        bands.append({"row": name, "part": "model values (min-max)", "low": summary["min"], "high": summary["max"]})
         medians.append({"row": name, "landmark": "median |value|", "value": summary["median"]})
     order = [row.format for row in table] + [b["row"] for b in bands[::2]]
     x = alt.X("low:Q", title="|value| (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=".0e"))

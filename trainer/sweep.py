@@ -1,0 +1,340 @@
+"""When does AMP pay off? Short timed runs over batch sizes (and widths), their summary and a verdict in words;
+where a run's time goes (waiting for data vs computing); and, on a GPU, the largest batch that fits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Callable, Iterable, Sequence
+
+from trainer.config import AMP_PRECISIONS, LOADERS, RunConfig
+from trainer.errors import CancelledError, ConfigError, TrainerError, UnsupportedModeError
+from trainer.results import RunResult
+
+SWEEP_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+MAX_SWEEP_RUNS = 12  # a sweep is one job; the job manager takes at most this many runs in one
+DEFAULT_STEPS_PER_RUN = 20
+# Below this ratio of images/s the difference is within what run-to-run noise does on a shared machine.
+PAYS_OFF_SPEEDUP = 1.05
+# Memory figures in order of preference for the sweep's chart: what PyTorch allocated on a GPU, else the CPU's.
+MEMORY_PREFERENCE = ("torch_max_allocated", "nvml_device_used", "torch_max_reserved", "process_rss_growth")
+# The largest-batch search never goes past this: two steps of it still fit in the 50,000 training images.
+PROBE_CEILING = 16384
+PROBE_START = 256
+PROBE_MAX_TRIES = 12
+DATA_BOUND_SHARE = 0.5  # waiting for data at least half the time: the pipeline bounds the run
+DATA_NOTICEABLE_SHARE = 0.2
+
+
+@dataclass
+class SweepRow:
+    """One run of a sweep, as the charts and the verdict read it."""
+
+    precision: str
+    batch_size: int
+    width: int
+    status: str  # ok | out of memory | failed | cancelled
+    images_per_s: float | None  # steady state, warm-up excluded
+    peak_memory_bytes: int | None
+    memory_label: str | None  # which MEMORY_LABELS figure peak_memory_bytes is
+    speedup: float | None = None  # AMP images/s over fp32's at the same batch and width; None for fp32
+    error: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class BreakdownRow:
+    """How one run split its training time between waiting for the next batch and computing on it."""
+
+    loader: str
+    precision: str
+    batch_size: int
+    data_wait_s: float
+    compute_s: float
+    images_per_s: float | None
+
+    @property
+    def data_share(self) -> float:
+        total = self.data_wait_s + self.compute_s
+        return self.data_wait_s / total if total > 0 else 0.0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "data_share": self.data_share}
+
+
+# ---- the sweep -------------------------------------------------------------------------------------------
+
+
+def plan_sweep(
+    base: RunConfig,
+    batch_sizes: Sequence[int],
+    widths: Sequence[int] = (1,),
+    amp_mode: str = "amp-bf16",
+    steps_per_run: int = DEFAULT_STEPS_PER_RUN,
+) -> list[RunConfig]:
+    """fp32 and `amp_mode` at every batch size and width: one epoch of `steps_per_run` steps each.
+
+    fp32 and AMP alternate at each point, so a slow drift of the machine touches both alike.
+    """
+    if amp_mode not in AMP_PRECISIONS:
+        raise ConfigError(f"the AMP mode of a sweep must be one of {', '.join(AMP_PRECISIONS)}, got {amp_mode!r}")
+    batch_sizes, widths = sorted(set(batch_sizes)), sorted(set(widths))
+    if not batch_sizes or not widths:
+        raise ConfigError("pick at least one batch size and one width for the sweep")
+    runs = 2 * len(batch_sizes) * len(widths)
+    if runs > MAX_SWEEP_RUNS:
+        raise ConfigError(
+            f"{len(batch_sizes)} batch sizes x {len(widths)} widths x 2 precisions is {runs} runs; "
+            f"a sweep takes at most {MAX_SWEEP_RUNS}: pick fewer batch sizes or widths"
+        )
+    if not 2 <= steps_per_run <= 1000:
+        raise ConfigError(f"steps per run must be between 2 and 1000, got {steps_per_run}")
+    warmup = min(base.warmup_steps, steps_per_run // 2)
+    plan = []
+    for width in widths:
+        for batch in batch_sizes:
+            for precision in ("fp32", amp_mode):
+                config = replace(
+                    base,
+                    precision=precision,
+                    batch_size=batch,
+                    width=width,
+                    epochs=1,
+                    subset=batch * steps_per_run,
+                    test_subset=min(batch, 1000),  # accuracy is not the point here; keep evaluation short
+                    warmup_steps=warmup,
+                    log_every=steps_per_run,
+                    breakdown=False,  # per-step syncs would distort the throughput we compare
+                )
+                plan.append(config.validate())
+    return plan
+
+
+def summarize_sweep(outcomes: Iterable) -> list[SweepRow]:
+    """One row per run (RunOutcome or RunResult), with AMP's speedup over fp32 at the same batch and width."""
+    rows = [_sweep_row(item) for item in outcomes]
+    fp32 = {(r.batch_size, r.width): r.images_per_s for r in rows if r.precision == "fp32" and r.images_per_s}
+    for row in rows:
+        baseline = fp32.get((row.batch_size, row.width))
+        if row.precision != "fp32" and row.images_per_s and baseline:
+            row.speedup = row.images_per_s / baseline
+    return rows
+
+
+def verdict(rows: Sequence[SweepRow]) -> str:
+    """A sentence or two from the measured numbers: from which batch size on AMP pays off, if at all."""
+    widths = sorted({r.width for r in rows})
+    sentences = [_width_verdict([r for r in rows if r.width == w], w if len(widths) > 1 else None) for w in widths]
+    failures = [r for r in rows if r.status != "ok"]
+    if failures:
+        listed = ", ".join(f"{r.precision} at batch {r.batch_size} ({r.status})" for r in failures)
+        sentences.append(f"Some runs did not finish: {listed}.")
+    return " ".join(sentences) if sentences else "The sweep has no finished runs yet."
+
+
+def _width_verdict(rows: list[SweepRow], width: int | None) -> str:
+    at = f"At width {width}, " if width is not None else "On this machine, "
+    paired = sorted((r for r in rows if r.speedup is not None), key=lambda r: r.batch_size)
+    if not paired:
+        return at + "no batch size has both an fp32 and an AMP result, so there is nothing to compare yet."
+    mode = paired[0].precision
+    paying = [r for r in paired if r.speedup >= PAYS_OFF_SPEEDUP]
+    if not paying:
+        best = max(paired, key=lambda r: r.speedup)
+        return (
+            f"{at}{mode} did not pay off at any batch size tried: its best was {best.speedup:.2f}x fp32's "
+            f"images/s, at batch {best.batch_size}."
+        )
+    first = paying[0]
+    if paying == paired[paired.index(first):]:
+        last = paired[-1]
+        if first is last and len(paired) > 1:
+            return (
+                f"{at}{mode} pays off only at the largest batch tried, {last.batch_size} ({last.speedup:.2f}x "
+                "fp32's images/s); at smaller batches it is no faster than fp32."
+            )
+        if first is paired[0]:
+            return (
+                f"{at}{mode} pays off at every batch size tried: {first.speedup:.2f}x fp32's images/s at batch "
+                f"{first.batch_size}, {last.speedup:.2f}x at batch {last.batch_size}."
+            )
+        return (
+            f"{at}{mode} pays off from batch {first.batch_size} on ({first.speedup:.2f}x fp32's images/s there, "
+            f"{last.speedup:.2f}x at batch {last.batch_size}); below that it is no faster than fp32."
+        )
+    won = ", ".join(f"{r.batch_size} ({r.speedup:.2f}x)" for r in paying)
+    lost = ", ".join(f"{r.batch_size} ({r.speedup:.2f}x)" for r in paired if r not in paying)
+    return f"{at}{mode} paid off at batch {won} but not at {lost}: the gain here is small next to the noise."
+
+
+def _sweep_row(item) -> SweepRow:
+    result: RunResult | None = item if isinstance(item, RunResult) else item.result
+    config = result.config if result is not None else item.config.to_dict()
+    status = "ok" if result is not None and getattr(item, "status", "ok") == "ok" else _failure_status(item)
+    label, peak = None, None
+    if result is not None:
+        label = next((name for name in MEMORY_PREFERENCE if name in result.peak_memory), None)
+        peak = result.peak_memory.get(label) if label else None
+    return SweepRow(
+        precision=config["precision"],
+        batch_size=config["batch_size"],
+        width=config["width"],
+        status=status,
+        images_per_s=result.steady_images_per_s if result is not None else None,
+        peak_memory_bytes=peak,
+        memory_label=label,
+        error=getattr(item, "error", None),
+    )
+
+
+def _failure_status(outcome) -> str:
+    if getattr(outcome, "error_kind", None) == "OutOfMemoryError":
+        return "out of memory"
+    return "cancelled" if getattr(outcome, "status", None) == "cancelled" else "failed"
+
+
+# ---- where the time goes ---------------------------------------------------------------------------------
+
+
+def plan_breakdown(base: RunConfig, steps: int = 30) -> list[RunConfig]:
+    """The same short run with each loader, timing data waits and compute separately."""
+    if not 2 <= steps <= 1000:
+        raise ConfigError(f"steps must be between 2 and 1000, got {steps}")
+    return [
+        replace(
+            base,
+            loader=loader,
+            epochs=1,
+            subset=base.batch_size * steps,
+            test_subset=min(base.batch_size, 1000),
+            breakdown=True,
+            log_every=steps,
+            warmup_steps=min(base.warmup_steps, steps // 2),
+        ).validate()
+        for loader in LOADERS
+    ]
+
+
+def summarize_breakdown(results: Iterable[RunResult]) -> list[BreakdownRow]:
+    """Rows for the runs that carry a breakdown (RunConfig(breakdown=True))."""
+    rows = []
+    for result in results:
+        if result.data_wait_s is None or result.compute_s is None:
+            continue
+        rows.append(
+            BreakdownRow(
+                loader=result.config.get("loader", "?"),
+                precision=result.precision,
+                batch_size=result.config.get("batch_size", 0),
+                data_wait_s=result.data_wait_s,
+                compute_s=result.compute_s,
+                images_per_s=result.steady_images_per_s or result.images_per_s,
+            )
+        )
+    return rows
+
+
+def breakdown_sentence(rows: Sequence[BreakdownRow]) -> str:
+    """Which part bounds each run, in words, and how much faster the resident loader made it."""
+    if not rows:
+        return "No run with a time breakdown yet."
+    parts = [_bound_by(row) for row in rows]
+    by_loader = {row.loader: row for row in rows}
+    lab, resident = by_loader.get("dataloader"), by_loader.get("resident")
+    if lab and resident and lab.images_per_s and resident.images_per_s:
+        ratio = resident.images_per_s / lab.images_per_s
+        parts.append(f"The resident loader trained at {ratio:.2f}x the DataLoader's images/s.")
+    return " ".join(parts)
+
+
+def _bound_by(row: BreakdownRow) -> str:
+    name = "the lab's DataLoader" if row.loader == "dataloader" else f"the {row.loader} loader"
+    share = f"{row.data_share:.0%} of the training time went to waiting for data"
+    if row.data_share >= DATA_BOUND_SHARE:
+        return f"With {name}, {share}: the data pipeline, not arithmetic, bounds this run, so AMP cannot help much."
+    if row.data_share >= DATA_NOTICEABLE_SHARE:
+        return f"With {name}, {share}: compute bounds the run, but the data pipeline costs a noticeable part."
+    return f"With {name}, {share}: compute bounds this run, which is where AMP helps."
+
+
+# ---- the largest batch that fits (GPU) -------------------------------------------------------------------
+
+
+def probe_max_batch(
+    base_config: RunConfig,
+    precisions: Sequence[str],
+    should_cancel: Callable[[], bool] | None = None,
+    runner: Callable | None = None,
+) -> dict[str, int]:
+    """The largest batch per precision that trains without running out of GPU memory (0 if none fits).
+
+    Each try is two steps in a fresh subprocess; a precision stops at PROBE_CEILING.
+    """
+    from trainer.jobs import resolve_device_type
+
+    if resolve_device_type(base_config.device) != "cuda":
+        raise UnsupportedModeError(
+            "the largest-batch search needs a CUDA GPU; on a CPU the limit is the machine's RAM, not the device's"
+        )
+    if runner is None:
+        from trainer.isolated import run_isolated as runner
+    found = {}
+    for precision in precisions:
+
+        def fits(batch: int, precision=precision) -> bool:
+            outcome = runner(probe_config(base_config, precision, batch), should_cancel=should_cancel)
+            if outcome.status == "ok":
+                return True
+            if outcome.status == "cancelled":
+                raise CancelledError("the largest-batch search was cancelled")
+            if outcome.error_kind == "OutOfMemoryError":
+                return False
+            raise TrainerError(f"{precision} at batch {batch} failed for another reason: {outcome.error}")
+
+        found[precision] = largest_fitting(fits)
+    return found
+
+
+def probe_config(base: RunConfig, precision: str, batch_size: int) -> RunConfig:
+    """A two-step run at `batch_size`: enough to allocate activations, gradients and optimizer state."""
+    return replace(
+        base,
+        precision=precision,
+        batch_size=batch_size,
+        epochs=1,
+        subset=2 * batch_size,
+        test_subset=min(batch_size, 1000),
+        warmup_steps=0,
+        log_every=1,
+        breakdown=False,
+    ).validate()
+
+
+def largest_fitting(
+    fits: Callable[[int], bool],
+    start: int = PROBE_START,
+    ceiling: int = PROBE_CEILING,
+    max_tries: int = PROBE_MAX_TRIES,
+) -> int:
+    """Largest n <= ceiling with fits(n): double from `start` until a failure, then bisect; at most max_tries calls.
+
+    Bisection stops once the gap is within 1/32 of the known fit, so the answer is within ~3% of the true limit.
+    """
+    good, bad, tries, batch = 0, None, 0, start
+    while tries < max_tries:
+        tries += 1
+        if fits(batch):
+            good = batch
+            if bad is None and batch >= ceiling:
+                break
+        else:
+            bad = batch
+        if bad is None:
+            batch = min(batch * 2, ceiling)
+            continue
+        if bad - good <= max(1, good // 32):
+            break
+        batch = (good + bad) // 2
+    return good
