@@ -66,6 +66,17 @@ def test_missing_dataset_offline_is_one_clear_line(tmp_path, no_download):
     assert len(no_download) == 1 and no_download[0].startswith("https://")
 
 
+def test_a_download_that_fails_its_checksum_is_reported_too(tmp_path, monkeypatch):
+    from torchvision.datasets import utils
+
+    def corrupted(url, root, **kwargs):
+        raise RuntimeError("File not found or corrupted.")
+
+    monkeypatch.setattr(utils, "download_and_extract_archive", corrupted)
+    with pytest.raises(DatasetError, match="could not be downloaded .*File not found or corrupted"):
+        load_split("cifar10", str(tmp_path), train=True)
+
+
 def test_missing_dataset_without_download_never_tries_the_network(tmp_path, no_download):
     with pytest.raises(DatasetError, match="synthetic"):
         load_split("cifar10", str(tmp_path), train=False, download=False)

@@ -44,11 +44,10 @@ def test_a_limit_is_a_prefix_of_a_longer_split(small):
     np.testing.assert_array_equal(prefix.labels, longer.labels[:small])
 
 
-def test_full_splits_have_the_default_sizes_and_a_limit_never_exceeds_them():
-    test = synthetic.make_synthetic(train=False)
-    assert len(test) == synthetic.TEST_SIZE == 10_000
-    assert len(synthetic.make_synthetic(train=False, limit=20_000)) == 10_000
-    assert synthetic.TRAIN_SIZE == 50_000
+def test_full_split_sizes_and_exact_class_balance():
+    test = synthetic.make_synthetic(train=False, limit=20_000)  # a limit beyond the split gives the whole split
+
+    assert len(test) == synthetic.TEST_SIZE == 10_000 and synthetic.TRAIN_SIZE == 50_000
     # Every chunk holds each class equally often, so the whole split is exactly balanced.
     assert np.bincount(test.labels, minlength=10).tolist() == [1000] * 10
 

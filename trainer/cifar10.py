@@ -23,6 +23,7 @@ FOLDER = CIFAR10.base_folder
 TRAIN_FILES = tuple(name for name, _md5 in CIFAR10.train_list)
 TEST_FILES = tuple(name for name, _md5 in CIFAR10.test_list)
 META_FILE = CIFAR10.meta["filename"]
+ALL_FILES = (*TRAIN_FILES, *TEST_FILES, META_FILE)
 NUM_CLASSES = 10
 IMAGE_SHAPE = (3, 32, 32)  # how one row of b"data" is laid out: channel planes, then rows, then columns
 SYNTHETIC_HINT = "or use the synthetic data source (--data synthetic)"
@@ -46,7 +47,7 @@ def batches_folder(data_root: str | Path) -> Path:
 def cifar10_available(data_root: str | Path) -> bool:
     """True when every batch file exists (no reading, no network)."""
     folder = batches_folder(data_root)
-    return all((folder / name).is_file() for name in (*TRAIN_FILES, *TEST_FILES, META_FILE))
+    return all((folder / name).is_file() for name in ALL_FILES)
 
 
 def read_cifar10(data_root: str | Path, train: bool, limit: int | None = None, download: bool = True) -> ImageSplit:
@@ -67,12 +68,13 @@ def read_cifar10(data_root: str | Path, train: bool, limit: int | None = None, d
         # Batches are read in order, so a limit is a prefix and needs only the first files.
         if limit is not None and sum(len(b) for b in labels) >= limit:
             break
-    return ImageSplit(
-        images=np.concatenate(images)[:limit],
-        labels=np.concatenate(labels)[:limit],
-        classes=classes,
-        source="cifar10",
-    )
+    return ImageSplit(images=_prefix(images, limit), labels=_prefix(labels, limit), classes=classes, source="cifar10")
+
+
+def _prefix(arrays: list[np.ndarray], limit: int | None) -> np.ndarray:
+    joined = np.concatenate(arrays)
+    # A copy, so that a small subset does not keep a whole 10,000-image batch alive through a view.
+    return joined if limit is None else joined[:limit].copy()
 
 
 def _download(data_root: str | Path) -> None:
@@ -89,7 +91,7 @@ def _download(data_root: str | Path) -> None:
 
 
 def _check_complete(folder: Path) -> None:
-    missing = [name for name in (*TRAIN_FILES, *TEST_FILES, META_FILE) if not (folder / name).is_file()]
+    missing = [name for name in ALL_FILES if not (folder / name).is_file()]
     if missing:
         raise DatasetError(
             f"CIFAR-10 in {folder} is incomplete ({', '.join(missing)} missing): delete the folder "

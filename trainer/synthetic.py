@@ -30,12 +30,13 @@ CLASSES = [
 ]
 SIZE = 32
 CHUNK = 1000  # images per random stream; a multiple of 10 so each chunk holds every class equally often
+_SPLIT_STREAM = {True: 0, False: 1}  # train and test never share a random stream
 _MAX_SHIFT = 8  # patterns are drawn on a larger canvas and cropped at a random offset up to this
 _CANVAS = SIZE + 2 * _MAX_SHIFT
-LEAN_LOW, LEAN_HIGH = 0.7, 1.0
-NOISE = 0.1  # half-width of the uniform pixel noise, in [0, 1] pixel units
-_SPLIT_STREAM = {True: 0, False: 1}  # train and test never share a random stream
-# Each class's colour leans towards its own hue (RGB in [0, 1]); how much is drawn per image.
+# How far each image's foreground colour leans towards its class's hue (1 = exactly the hue). Colour is the
+# cue a CNN picks up first, shape the one it needs for the rest; these ranges set how quickly it learns.
+_LEAN = (0.7, 1.0)
+_NOISE = 0.1  # half-width of the uniform pixel noise, in [0, 1] pixel units
 _CLASS_COLOURS = np.array(
     [
         [0.9, 0.2, 0.2],
@@ -102,7 +103,7 @@ def _make_chunk(rng: np.random.Generator, templates: np.ndarray) -> tuple[np.nda
     mask *= uniform(0.7, 1.0, (n, 1, 1))  # contrast
 
     # Painted channel-first, where numpy's inner loops are long; turned into HWC at the end.
-    lean = uniform(LEAN_LOW, LEAN_HIGH, (n, 1))
+    lean = uniform(*_LEAN, (n, 1))
     foreground = lean * _CLASS_COLOURS[labels] + (1 - lean) * uniform(0, 1, (n, 3))
     background = uniform(0, 0.6, (n, 3))
     image = background[:, :, None, None] + mask[:, None] * (foreground - background)[:, :, None, None]
@@ -118,6 +119,6 @@ def _make_chunk(rng: np.random.Generator, templates: np.ndarray) -> tuple[np.nda
     image *= uniform(0.8, 1.2, (n, 1, 1, 1))  # brightness
     # Uniform pixel noise from raw random bytes: far cheaper than normal samples, and as good here.
     noise = np.frombuffer(rng.bytes(image.size), dtype=np.uint8).reshape(image.shape)
-    image += (noise.astype(np.float32) - 127.5) * (NOISE / 127.5)
+    image += (noise.astype(np.float32) - 127.5) * (_NOISE / 127.5)
     pixels = (np.clip(image, 0, 1) * 255 + 0.5).astype(np.uint8)
     return pixels.transpose(0, 2, 3, 1), labels
