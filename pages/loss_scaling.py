@@ -1,0 +1,221 @@
+"""Underflow and loss scaling: the lab model's real gradients against fp16's range, and GradScaler's dynamics."""
+
+import numpy as np
+import streamlit as st
+
+from trainer.capture import capture_values, default_source
+from trainer.config import RunConfig
+from trainer.errors import TrainerError
+from trainer.jobs import JobSpec
+from trainer.scaler_sim import ScalerSettings, parse_steps, simulate_gradients
+from trainer.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
+from ui import session
+from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart
+
+GRADIENT_KINDS = {
+    "weight gradients": "gradients",
+    "activation gradients": "activation gradients",
+}
+TINY_RUN_LABEL = "tiny amp-fp16 run for the loss-scale trace"
+TINY_RUN_KEY = "loss_scaling_tiny_job"
+
+
+@st.cache_data(show_spinner="Training the lab model for a few steps to read its gradients...", max_entries=4)
+def gradient_views(source: str, data_root: str) -> dict:
+    """Per kind of gradient: its log2 histogram, what every scale 2^0..2^24 does to it, and its largest |value|."""
+    capture = capture_values(source=source, data_root=data_root)
+    views = {}
+    for label, kind in GRADIENT_KINDS.items():
+        values = capture.all_values(kind)
+        views[label] = {
+            "bins": log2_histogram(values),
+            "sweep": scale_sweep(values),
+            "largest": float(np.abs(values).max()),
+        }
+    return views
+
+
+def scale_label(exponent: int) -> str:
+    return f"2^{exponent} = {2**exponent:,}"
+
+
+def amp_fp16_runs() -> list[tuple[str, object]]:
+    """Finished amp-fp16 runs with a loss-scale history: this session's first, then the server's history."""
+    jobs = [j for j in session.my_jobs() if j.status == "done"]
+    jobs += session.get_history().list_jobs(status="done", precision="amp-fp16", limit=30)
+    found, seen = [], set()
+    for job in jobs:
+        for index, result in enumerate(job.results):
+            if (job.id, index) in seen or result.precision != "amp-fp16" or not result.loss_scale_history:
+                continue
+            seen.add((job.id, index))
+            mine = " (yours)" if job.session_id == session.session_id() else ""
+            found.append((f"{job.label or job.kind} · run {index + 1} · {result.started_at}{mine}", result))
+    return found
+
+
+def tiny_run_spec() -> JobSpec:
+    """A few dozen fp16 steps on synthetic data: enough to see the scaler at work, small enough for a CPU."""
+    subset = 1024
+    limit = session.get_settings().max_subset
+    if limit is not None:
+        subset = min(subset, limit)
+    config = RunConfig(precision="amp-fp16", epochs=1, batch_size=32, data="synthetic", loader="resident",
+                       subset=subset, test_subset=128, num_workers=0, log_every=1, warmup_steps=1)
+    return JobSpec(kind="run", runs=[config], label=TINY_RUN_LABEL)
+
+
+@st.fragment(run_every=2.0)
+def follow_tiny_run(job_id: str) -> None:
+    job = session.get_job_manager().get(job_id)
+    if job is None:
+        st.warning("That run is no longer known to the server.")
+        return
+    if job.finished:
+        if job.status != "done":
+            st.error(f"The tiny run did not finish: {job.error}")
+            return
+        st.rerun()
+    if job.status == "queued":
+        st.info(f"Waiting in the queue at position {job.queue_position}.")
+    else:
+        progress = job.progress
+        fraction = progress.fraction_done if progress else 0.0
+        st.progress(fraction, text="training the tiny amp-fp16 run...")
+
+
+st.title("Underflow and loss scaling")
+st.markdown(
+    """
+Gradients are often tiny: each is a sum of many small contributions, divided by the batch size. fp16's smallest
+normal number is 2^-14 (about 6e-5) and its smallest subnormal 2^-24 (about 6e-8); anything below half of that
+rounds to **zero**. A gradient that becomes zero teaches the model nothing. **Loss scaling** multiplies the loss by
+a factor S before the backward pass; by the chain rule every gradient is multiplied by S too, which lifts the small
+ones into fp16's range. Before the optimizer step the gradients are divided by S again (in fp32). Too large an S,
+though, pushes the big gradients past 65504, where they become **inf**.
+"""
+)
+
+settings = session.get_settings()
+source = default_source(settings.data_root)
+try:
+    views = gradient_views(source, settings.data_root)
+except TrainerError as err:
+    st.error(f"Could not read the lab model's gradients: {err}")
+    st.stop()
+
+st.subheader("The lab model's gradients against fp16")
+which = st.radio("Gradients", list(GRADIENT_KINDS), horizontal=True,
+                 help="Weight gradients are what the optimizer uses; activation gradients flow between layers "
+                      "during the backward pass, and under AMP they are computed in fp16.")
+exponent = st.select_slider("Loss scale S", options=list(range(MAX_SCALE_EXPONENT + 1)), value=0,
+                            format_func=scale_label)
+view = views[which]
+outcome = view["sweep"][exponent]
+first, second, third = st.columns(3)
+first.metric("become zero in fp16", f"{outcome.underflow_fraction:.3%}", help=f"{outcome.underflow:,} values")
+second.metric("only subnormal (fewer bits)", f"{outcome.subnormal_fraction:.2%}", help=f"{outcome.subnormal:,} values")
+third.metric("overflow to inf", f"{outcome.overflow_fraction:.3%}", help=f"{outcome.overflow:,} values")
+st.altair_chart(gradient_histogram_chart(view["bins"], exponent), width="stretch")
+st.altair_chart(scale_sweep_chart(view["sweep"], exponent), width="stretch")
+safe = safe_scale_exponents(view["sweep"])
+if safe:
+    st.markdown(
+        f"Of the {outcome.nonzero:,} nonzero {which} from {source} data, the fewest are lost to underflow without "
+        f"any overflowing at scales from {scale_label(safe[0])} to {scale_label(safe[-1])}. Multiplying by a power "
+        "of two only changes the exponent, so scaling and unscaling add no rounding error of their own."
+    )
+else:
+    st.markdown("Every scale up to 2^24 overflows some of these gradients: the scaler would keep backing off.")
+
+st.subheader("GradScaler in a real amp-fp16 run")
+st.markdown(
+    """
+PyTorch's `torch.amp.GradScaler` picks S for you, step by step. It starts high (65536 = 2^16 by default) on
+purpose: a scale that is too high shows itself at once, as inf or NaN in the gradients, while one that is too low
+fails silently. When a step's gradients hold an inf or NaN, the scaler **skips that optimizer step** (the weights
+do not change) and halves S. After 2000 steps in a row without one, it doubles S to probe upward again. So if the
+first steps of a run are skipped, the scaler is searching down from its deliberately high start for a scale where
+the gradients fit; a handful of skipped steps out of thousands costs almost nothing.
+"""
+)
+runs = amp_fp16_runs()
+if runs:
+    labels = [label for label, _ in runs]
+    chosen = st.selectbox("Run", labels, help="amp-fp16 runs from this session and the server's history.")
+    result = dict(runs)[chosen]
+    st.altair_chart(
+        scale_trace_chart(result.loss_scale_history, result.skipped_step_numbers, "Loss scale in this run"),
+        width="stretch",
+    )
+    skipped = result.skipped_step_numbers
+    if skipped:
+        shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
+        st.markdown(f"The scaler skipped **{len(skipped)}** of {result.total_steps} steps: {shown}.")
+    else:
+        st.markdown(
+            f"No step of these {result.total_steps} was skipped: this model's gradients fit in fp16 even at the "
+            "starting scale, and the scale stays put until 2000 good steps have passed."
+        )
+else:
+    st.info("No finished amp-fp16 run with a loss-scale history on this server yet.")
+    job_id = st.session_state.get(TINY_RUN_KEY)
+    if job_id:
+        follow_tiny_run(job_id)
+    else:
+        device = session.get_job_manager().device_type
+        if device == "cpu":
+            st.caption("fp16 on this CPU is tens of times slower than fp32, so the tiny run uses 1,024 synthetic "
+                       "images at batch 32: expect a minute or two.")
+        if st.button("Run a tiny amp-fp16 run"):
+            try:
+                job_id = session.get_job_manager().submit(session.session_id(), tiny_run_spec())
+            except TrainerError as err:
+                st.error(str(err))
+            else:
+                session.remember_job(job_id)
+                st.session_state[TINY_RUN_KEY] = job_id
+                st.rerun()
+
+st.subheader("Simulate the scaler")
+st.markdown(
+    "Change the scaler's settings and the gradients it meets, and watch the scale it ends up using. A step "
+    "overflows when its largest gradient times the current scale exceeds 65504."
+)
+left, right = st.columns(2)
+init_exponent = left.select_slider("Initial scale", options=list(range(MAX_SCALE_EXPONENT + 1)), value=16,
+                                   format_func=scale_label)
+growth_factor = left.number_input("Growth factor", min_value=1.1, max_value=16.0, value=2.0, step=0.5)
+backoff_factor = left.number_input("Backoff factor", min_value=0.05, max_value=0.95, value=0.5, step=0.05)
+growth_interval = left.number_input("Growth interval (good steps before growing)", min_value=1, max_value=5000,
+                                    value=100, step=10, help="PyTorch's default is 2000; 100 shows growth in a short trace.")
+steps = right.slider("Steps", min_value=20, max_value=2000, value=400, step=20)
+grad_exponent = right.select_slider("Largest |gradient| in a step (before scaling)", options=list(range(-12, 9)),
+                                    value=1, format_func=lambda k: f"2^{k} = {2.0**k:g}")
+spikes_text = right.text_input("Extra steps with inf/NaN gradients", value="250",
+                               help="A bad batch or a loss spike; write steps like 3, 10-12, 40.")
+st.caption(f"The lab model's largest weight gradient in the capture above was {views['weight gradients']['largest']:.3g}.")
+try:
+    spikes = parse_steps(spikes_text, steps)
+    trace = simulate_gradients(
+        [2.0**grad_exponent] * steps,
+        ScalerSettings(float(2**init_exponent), float(growth_factor), float(backoff_factor), int(growth_interval)),
+        extra_inf_steps=spikes,
+    )
+except TrainerError as err:
+    st.error(str(err))
+    st.stop()
+points = [{"step": s.step, "scale": s.scale_used} for s in trace.steps]
+st.altair_chart(scale_trace_chart(points, trace.skipped_steps, "Simulated loss scale (the scale each step used)"),
+                width="stretch")
+skipped = trace.skipped_steps
+early = [s for s in skipped if s not in spikes]
+st.markdown(
+    f"**{len(skipped)}** of {steps} steps skipped"
+    + (f"; {len(early)} of them because the scale was too high for these gradients" if early else "")
+    + f". Final scale: {trace.scales_after[-1]:,.0f}."
+)
+st.caption(
+    "After every growth interval the scaler tries a scale twice as high; if that overflows, the step is skipped "
+    "and the scale drops back. These periodic probes keep the scale as high as the gradients allow."
+)

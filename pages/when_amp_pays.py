@@ -1,0 +1,238 @@
+"""When AMP pays off: where a run's time goes, a sweep over batch sizes (and widths), and a verdict in words."""
+
+import streamlit as st
+
+from trainer.capture import default_source
+from trainer.config import RunConfig
+from trainer.errors import TrainerError
+from trainer.estimate import estimate_run_seconds
+from trainer.jobs import JobSpec, JobView
+from trainer.sweep import (
+    DEFAULT_STEPS_PER_RUN,
+    MAX_SWEEP_RUNS,
+    PROBE_CEILING,
+    SWEEP_BATCH_SIZES,
+    breakdown_sentence,
+    plan_breakdown,
+    plan_sweep,
+    summarize_breakdown,
+    summarize_sweep,
+    verdict,
+)
+from ui import session
+from ui.charts import format_bytes
+from ui.experiment import amp_modes, default_amp
+from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
+from ui.widgets import about, run_progress_text, when
+
+BREAKDOWN_LABEL = "where the time goes"
+BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
+SWEEP_KEY = "when_amp_pays_sweep_job"
+WIDTH_CHOICES = (1, 2, 4, 8)
+
+
+def breakdown_jobs() -> list[JobView]:
+    """Finished time-breakdown jobs: this session's newest first, then the server's."""
+    mine = [j for j in reversed(session.my_jobs()) if j.label.startswith(BREAKDOWN_LABEL)]
+    shared = session.get_history().list_jobs(text=BREAKDOWN_LABEL, limit=20)
+    return _unique([j for j in mine + shared if j.results])
+
+
+def sweep_jobs() -> list[JobView]:
+    """Sweeps of this session (newest first), then every sweep in the server's history."""
+    mine = [j for j in reversed(session.my_jobs()) if j.kind == "sweep"]
+    return _unique(mine + session.get_history().list_jobs(kind="sweep", limit=50))
+
+
+def _unique(jobs: list[JobView]) -> list[JobView]:
+    seen, kept = set(), []
+    for job in jobs:
+        if job.id not in seen:
+            seen.add(job.id)
+            kept.append(job)
+    return kept
+
+
+def submit(spec: JobSpec, key: str) -> None:
+    try:
+        job_id = session.get_job_manager().submit(session.session_id(), spec)
+    except TrainerError as err:
+        st.error(str(err))
+        return
+    session.remember_job(job_id)
+    st.session_state[key] = job_id
+    st.rerun()
+
+
+@st.fragment(run_every=2.0)
+def follow(job_id: str) -> None:
+    """A running job's place in the queue or its current run; reloads the page once it ends."""
+    manager = session.get_job_manager()
+    job = manager.get(job_id)
+    if job is None or job.finished:
+        st.rerun()
+    if job.status == "queued":
+        st.info(f"Waiting in the queue at position {job.queue_position}; it should start in "
+                f"{about(job.estimated_wait_s)}.")
+    else:
+        done = len(job.outcomes)
+        fraction, text = run_progress_text(job, job.current_run)
+        config = job.spec.runs[job.current_run]
+        st.progress((done + fraction) / len(job.spec.runs),
+                    text=f"run {job.current_run + 1} of {len(job.spec.runs)} ({config.precision}, batch "
+                         f"{config.batch_size}, width {config.width}): {text}")
+        if done == len(job.spec.runs) and job.spec.probe_max_batch:
+            st.caption("Searching the largest batch that fits in GPU memory...")
+    if job.session_id == session.session_id() and not job.cancel_requested:
+        if st.button("Cancel", key=f"cancel-{job.id}"):
+            manager.cancel(job.id, session.session_id())
+
+
+def sweep_label(job: JobView) -> str:
+    mine = " (yours)" if job.session_id == session.session_id() else ""
+    return f"{when(job.created_at)} · {job.label or 'sweep'} · {job.status}{mine}"
+
+
+def show_sweep(job: JobView) -> None:
+    rows = [row.to_dict() for row in summarize_sweep(job.outcomes)]
+    if job.status in ("failed", "cancelled"):
+        st.warning(f"This sweep {job.status}: {job.error}")
+    if not rows:
+        st.info("No run of this sweep has finished yet.")
+        return
+    st.markdown(f"**Verdict:** {verdict(summarize_sweep(job.outcomes))}")
+    left, right = st.columns(2)
+    left.altair_chart(sweep_chart(rows, "images_per_s", "Training throughput", "images/s (steady state)"),
+                      width="stretch")
+    memory = [dict(r, peak_memory_mb=r["peak_memory_bytes"] / 1e6 if r["peak_memory_bytes"] else None) for r in rows]
+    right.altair_chart(sweep_chart(memory, "peak_memory_mb", "Peak memory", "MB", ",.0f"), width="stretch")
+    st.altair_chart(sweep_speedup_chart(rows), width="stretch")
+    labels = {r["memory_label"] for r in rows if r["memory_label"]}
+    if labels:
+        st.caption("Memory figure: " + ", ".join(sorted(labels)) + " (see the Results page for what each means).")
+    st.dataframe(
+        [
+            {
+                "precision": r["precision"], "batch": r["batch_size"], "width": r["width"], "status": r["status"],
+                "images/s": None if r["images_per_s"] is None else round(r["images_per_s"]),
+                "peak memory": format_bytes(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else "-",
+                "speedup vs fp32": None if r["speedup"] is None else round(r["speedup"], 2),
+            }
+            for r in rows
+        ],
+        hide_index=True,
+    )
+    largest = job.extras.get("max_batch")
+    if largest:
+        width = job.spec.runs[0].width
+        parts = [f"{precision}: {'at least ' if b >= PROBE_CEILING else ''}{b:,}" for precision, b in largest.items()]
+        st.markdown(f"**Largest batch that fits in GPU memory** (width {width}): " + " · ".join(parts) + ".")
+    elif job.extras.get("max_batch_note"):
+        st.caption(job.extras["max_batch_note"])
+
+
+settings = session.get_settings()
+report = session.hardware()
+manager = session.get_job_manager()
+source = default_source(settings.data_root)
+
+st.title("When AMP pays off")
+st.markdown(
+    """
+AMP makes the *arithmetic* cheaper. A training step is faster only where arithmetic is what the step waits for:
+if the GPU (or CPU) sits idle waiting for the next batch, or if the batch is so small that fixed costs per step
+(launching kernels, Python, the optimizer) dominate, halving the arithmetic changes little. This page measures
+both on this server.
+"""
+)
+
+st.subheader("1. Where the time goes")
+st.markdown(
+    "The same short run twice, once with the lab's DataLoader (decoding every image through PIL in worker "
+    "processes) and once with the whole dataset resident on the device, timing for each step how long it waited "
+    "for its batch and how long it computed."
+)
+offered, _ = amp_modes(report)
+left, middle, right = st.columns(3)
+breakdown_precision = left.selectbox("Precision", ("fp32", *offered), key="breakdown_precision")
+breakdown_batch = middle.select_slider(
+    "Batch size", options=[b for b in SWEEP_BATCH_SIZES if b <= settings.max_batch_size] or [SWEEP_BATCH_SIZES[0]],
+    value=min(256, settings.max_batch_size), key="breakdown_batch")
+steps = right.slider("Steps per run", min_value=10, max_value=100, value=30, step=10, key="breakdown_steps")
+try:
+    breakdown_plan = plan_breakdown(
+        RunConfig(precision=breakdown_precision, batch_size=breakdown_batch, data=source), steps=steps
+    )
+except TrainerError as err:
+    st.error(str(err))
+    breakdown_plan = None
+breakdown_job = st.session_state.get(BREAKDOWN_KEY)
+running = manager.get(breakdown_job) if breakdown_job else None
+if running is not None and not running.finished:
+    follow(breakdown_job)
+elif breakdown_plan and st.button("Measure where the time goes"):
+    label = f"{BREAKDOWN_LABEL}: DataLoader vs resident ({breakdown_precision}, batch {breakdown_batch})"
+    submit(JobSpec(kind="compare", runs=breakdown_plan, label=label), BREAKDOWN_KEY)
+finished = breakdown_jobs()
+if finished:
+    latest = finished[0]
+    rows = summarize_breakdown(latest.results)
+    st.caption(f"From {latest.label}, {when(latest.finished_at)}.")
+    st.altair_chart(breakdown_chart([r.to_dict() for r in rows]), width="stretch")
+    st.markdown(f"**What this says:** {breakdown_sentence(rows)}")
+else:
+    st.info("No time breakdown on this server yet: measure one above.")
+
+st.subheader("2. A sweep over batch sizes")
+st.markdown(
+    f"Short timed runs of fp32 and an AMP mode at several batch sizes (and, if you like, model widths), one after "
+    f"the other in one job: at most {MAX_SWEEP_RUNS} runs, so up to {MAX_SWEEP_RUNS // 2} batch-size/width "
+    "points. Throughput is measured after the warm-up steps. Wider models do more arithmetic per image, which is "
+    "where AMP has the most to gain."
+)
+batches = [b for b in SWEEP_BATCH_SIZES if b <= settings.max_batch_size] or [SWEEP_BATCH_SIZES[0]]
+left, right = st.columns(2)
+amp_mode = left.selectbox("AMP mode", offered, index=offered.index(default_amp(report, offered)), key="sweep_amp")
+chosen_batches = left.multiselect("Batch sizes", batches, default=[b for b in (64, 256, 1024) if b in batches][:3]
+                                  or batches[:1], key="sweep_batches")
+chosen_widths = right.multiselect("Model widths", WIDTH_CHOICES, default=[1], key="sweep_widths")
+steps_per_run = right.slider("Steps per run", min_value=10, max_value=60, value=DEFAULT_STEPS_PER_RUN, step=5,
+                             key="sweep_steps")
+loader = right.selectbox("Loader", ("resident", "dataloader"), key="sweep_loader",
+                         help="Resident keeps data loading out of the way, so the sweep measures the arithmetic.")
+plan = None
+try:
+    plan = plan_sweep(
+        RunConfig(data=source, loader=loader), chosen_batches, chosen_widths, amp_mode, steps_per_run
+    )
+except TrainerError as err:
+    st.error(str(err))
+if plan:
+    total = [estimate_run_seconds(c, session.get_history(), manager.device_type) for c in plan]
+    estimate = None if None in total else sum(total)
+    st.caption(f"{len(plan)} runs on {source} data; {about(estimate)} once it starts.")
+on_gpu = manager.device_type == "cuda"
+if on_gpu:
+    st.caption("After the runs, the job also searches the largest batch that fits in GPU memory for each precision "
+               "(a bounded search: doubling, then bisecting, each try a two-step run in its own process).")
+else:
+    st.caption("The search for the largest batch that fits applies to GPUs, where device memory is the limit; "
+               "this server trains on the CPU, so the sweep skips it.")
+sweep_job = st.session_state.get(SWEEP_KEY)
+current = manager.get(sweep_job) if sweep_job else None
+if current is not None and not current.finished:
+    follow(sweep_job)
+elif plan and st.button("Queue the sweep", type="primary"):
+    label = (f"sweep: fp32 vs {amp_mode}, batch {', '.join(map(str, sorted(chosen_batches)))}, "
+             f"width {', '.join(map(str, sorted(chosen_widths)))}, {loader}")
+    submit(JobSpec(kind="sweep", runs=plan, label=label, probe_max_batch=on_gpu), SWEEP_KEY)
+
+st.subheader("3. Sweep results")
+sweeps = sweep_jobs()
+if not sweeps:
+    st.info("No sweep on this server yet: queue one above. Finished sweeps stay in the history and can be reopened here.")
+else:
+    by_id = {job.id: job for job in sweeps}
+    chosen = st.selectbox("Sweep", list(by_id), format_func=lambda job_id: sweep_label(by_id[job_id]),
+                          key="sweep_shown", help="This session's sweeps first, then every sweep on this server.")
+    show_sweep(by_id[chosen])

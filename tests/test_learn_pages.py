@@ -1,0 +1,181 @@
+"""AppTest for the four learn pages (number formats, loss scaling, autocast, when AMP pays), through app.py."""
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+from trainer.config import RunConfig
+from trainer.history import HistoryStore
+from trainer.isolated import RunOutcome
+from trainer.jobs import JobSpec, JobView
+from trainer.number_formats import encode_all
+from trainer.scaler_sim import ScalerSettings, simulate_gradients
+from ui_fixtures import make_result
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("AMP_LAB_DATA_ROOT", str(tmp_path / "data"))
+    monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def app(state_dir):
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    yield at
+    st.cache_resource.clear()  # releases the job manager, which cancels anything still running
+
+
+def open_page(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> list[str]:
+    return [element.value for element in elements]
+
+
+def charts(at: AppTest) -> list:
+    return at.get("vega_lite_chart")
+
+
+def save_finished_job(state_dir: Path, kind: str, label: str, results, session: str = "another-learner") -> str:
+    """A finished job in the server's history, as the job manager would have written it."""
+    outcomes = [RunOutcome(config=RunConfig.from_dict(r.config), status="ok", result=r) for r in results]
+    now = time.time()
+    job = JobView(
+        id=f"{kind}-{label}".replace(" ", "-"), session_id=session, kind=kind, label=label, status="done",
+        queue_position=None, estimated_wait_s=None, current_run=len(results) - 1, progress=None, live_losses=[],
+        outcomes=outcomes, error=None, spec=JobSpec(kind, [o.config for o in outcomes], label), created_at=now,
+        started_at=now, finished_at=now + 1, extras={"device_type": "cpu"},
+    )
+    HistoryStore(state_dir / "history.sqlite3").save_job(job)
+    return job.id
+
+
+def test_number_formats_page_shows_bits_and_ranges(app):
+    open_page(app, "number_formats")
+    assert app.title[0].value == "Number formats: fp32, fp16 and bf16"
+    markdown = "".join(texts(app.markdown))
+    shown = re.sub(r"<[^>]+>", "", markdown)  # the coloured spans around each bit field
+    for layout in encode_all(0.1):
+        assert layout.bit_string in shown
+    assert "stores `0.0999755859375`" in markdown
+    assert len(charts(app)) == 1
+    assert "of the nonzero gradient values would become exactly zero" in " ".join(markdown.split())
+
+    app.text_input[0].input("70000").run()
+    assert not app.exception
+    assert "**overflow**" in "".join(texts(app.markdown))
+    app.text_input[0].input("1e-40").run()
+    markdown = "".join(texts(app.markdown))
+    assert "**underflow**" in markdown and "*subnormal*" in markdown
+    app.text_input[0].input("one third").run()
+    assert texts(app.error) == ["'one third' is not a number: type something like 0.1, 1e-5, 1/3 or 2^-24"]
+
+
+def test_loss_scaling_page_scales_gradients_and_simulates(app):
+    open_page(app, "loss_scaling")
+    assert app.title[0].value == "Underflow and loss scaling"
+    labels = [m.label for m in app.metric]
+    assert labels == ["become zero in fp16", "only subnormal (fewer bits)", "overflow to inf"]
+    unscaled = app.metric[1].value
+    app.select_slider[0].set_value(16).run()
+    assert not app.exception
+    assert app.metric[1].value != unscaled  # scaling lifted values out of the subnormal range
+    assert any("No finished amp-fp16 run" in i for i in texts(app.info))
+    assert "Run a tiny amp-fp16 run" in [b.label for b in app.button]
+    # The simulator's defaults: gradients of 2, scale 2^16, growth every 100 good steps, a spike at step 250.
+    trace = simulate_gradients([2.0] * 400, ScalerSettings(growth_interval=100), extra_inf_steps=[250])
+    assert trace.skipped_steps[:3] == [1, 2, 103]  # 2^16 and 2^15 overflow; each regrowth to 2^15 overflows again
+    expected = f"**{len(trace.skipped_steps)}** of 400 steps skipped; {len(trace.skipped_steps) - 1} of them"
+    assert any(m.startswith(expected) for m in texts(app.markdown))
+    spikes = next(t for t in app.text_input if t.label == "Extra steps with inf/NaN gradients")
+    spikes.input("abc").run()
+    assert any("is not a step number" in e for e in texts(app.error))
+
+
+def test_loss_scaling_page_plots_a_real_runs_scale_from_history(state_dir, app):
+    history = [{"step": s, "scale": 65536.0 if s < 3 else 32768.0} for s in range(1, 9)]
+    run = make_result("amp-fp16", loss_scale_history=history, skipped_step_numbers=[3], skipped_steps=1,
+                      total_steps=8)
+    save_finished_job(state_dir, "compare", "an fp16 comparison", [make_result("fp32"), run])
+    open_page(app, "loss_scaling")
+    assert app.selectbox[0].label == "Run"
+    assert any("skipped **1** of 8 steps: 3." in m for m in texts(app.markdown))
+    assert len(charts(app)) == 4  # histogram, scale sweep, real trace, simulated trace
+
+
+def test_loss_scaling_page_queues_the_tiny_run(app):
+    open_page(app, "loss_scaling")
+    next(b for b in app.button if b.label == "Run a tiny amp-fp16 run").click().run()
+    assert not app.exception
+    job_id = app.session_state["loss_scaling_tiny_job"]
+    from ui import session
+
+    manager = session._job_manager_for(session._settings_environment())
+    job = manager.get(job_id)
+    assert job.spec.runs[0].precision == "amp-fp16" and job.spec.runs[0].subset == 1024
+    assert manager.cancel(job_id, app.session_state["amp_lab_session_id"])
+
+
+def test_autocast_page_tables_every_mode(app):
+    open_page(app, "autocast_layers")
+    assert app.title[0].value == "Autocast, layer by layer"
+    assert len(app.dataframe) == 5
+    captions = texts(app.caption)
+    assert "logits: bfloat16 · loss: float32" in captions
+    assert "logits: float16 · loss: float16" in captions
+    assert any("stores its weight as float32 but computes in float16" in i for i in texts(app.info))
+    assert len(charts(app)) == 1
+
+
+def test_when_amp_pays_page_without_history(app):
+    open_page(app, "when_amp_pays")
+    assert app.title[0].value == "When AMP pays off"
+    infos = texts(app.info)
+    assert any("No time breakdown" in i for i in infos) and any("No sweep on this server yet" in i for i in infos)
+    assert any("applies to GPUs" in c for c in texts(app.caption))
+    assert [b.label for b in app.button] == ["Measure where the time goes", "Queue the sweep"]
+    app.multiselect(key="sweep_batches").set_value([32, 64, 128, 256, 512, 1024, 2048]).run()
+    assert any("is 14 runs" in e for e in texts(app.error))
+
+
+def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
+    sweep = [make_result(p, config={"batch_size": b, "width": 1}, steady_images_per_s=ips)
+             for p, b, ips in (("fp32", 64, 100.0), ("amp-bf16", 64, 104.0), ("fp32", 256, 100.0), ("amp-bf16", 256, 150.0))]
+    save_finished_job(state_dir, "sweep", "sweep: fp32 vs amp-bf16", sweep)
+    breakdown = [make_result("fp32", config={"loader": loader}, data_wait_s=wait, compute_s=2.0)
+                 for loader, wait in (("dataloader", 3.0), ("resident", 0.1))]
+    save_finished_job(state_dir, "compare", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
+    open_page(app, "when_amp_pays")
+    markdown = "".join(texts(app.markdown))
+    assert "**Verdict:** On this machine, amp-bf16 pays off only at the largest batch tried, 256 (1.50x" in markdown
+    assert "With the lab's DataLoader, 60% of the training time went to waiting for data" in markdown
+    assert len(charts(app)) == 4  # breakdown, throughput, memory, speedup
+    assert len(app.dataframe) == 1
+
+
+def test_when_amp_pays_page_queues_a_sweep(app):
+    open_page(app, "when_amp_pays")
+    app.multiselect(key="sweep_batches").set_value([32]).run()
+    next(b for b in app.button if b.label == "Queue the sweep").click().run()
+    assert not app.exception
+    job_id = app.session_state["when_amp_pays_sweep_job"]
+    from ui import session
+
+    manager = session._job_manager_for(session._settings_environment())
+    job = manager.get(job_id)
+    assert job.kind == "sweep" and [r.precision for r in job.spec.runs] == ["fp32", "amp-bf16"]
+    assert job.spec.probe_max_batch is False
+    assert manager.cancel(job_id, app.session_state["amp_lab_session_id"])
