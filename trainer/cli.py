@@ -1,0 +1,283 @@
+"""Command line: `python -m trainer run ...` trains one run; `python -m trainer compare ...` runs fp32 and an
+AMP mode, each in a fresh process, and prints the lab's results table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from trainer.config import DATA_SOURCES, DEVICES, LOADERS, PRECISIONS, WIDTHS, RunConfig
+from trainer.errors import CancelledError, ConfigError, TrainerError
+from trainer.progress import Progress
+from trainer.results import MEMORY_LABELS, RunResult, compare
+
+PROG = "python -m trainer"
+CANDIDATES = ("amp-fp16", "amp-bf16", "tf32")
+EXIT_RUN_FAILED, EXIT_BAD_ARGUMENTS, EXIT_CANCELLED = 1, 2, 130
+
+EPILOG = """exit status:
+  0    the run finished
+  1    the run failed: dataset missing or damaged, out of memory, or the training process crashed
+  2    bad arguments, or a precision mode this device cannot run (e.g. tf32 on a CPU)
+  130  cancelled (Ctrl-C)
+
+Throughput is 'steady': the first --warmup-steps steps are left out. Total time runs from the first batch
+to the end of the last, warm-up included, as the lab measures it."""
+
+# Short names for the results table; MEMORY_LABELS holds the full descriptions.
+MEMORY_SHORT = {
+    "torch_max_allocated": "Peak memory: PyTorch allocated",
+    "torch_max_reserved": "Peak memory: PyTorch reserved",
+    "nvml_device_used": "Peak memory: device used (nvidia-smi)",
+    "process_rss_growth": "Peak memory: process RSS growth",
+}
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (no usage dump) with exit status 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_BAD_ARGUMENTS, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog=PROG, description=__doc__, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,compare}")
+    run = commands.add_parser("run", help="train one run and print the lab's log and a summary",
+                              epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("--precision", default="fp32", choices=PRECISIONS, help="number format mode (default fp32)")
+    _add_run_options(run)
+    run.set_defaults(handler=_run_command)
+    comp = commands.add_parser("compare", help="run fp32 and an AMP mode in fresh processes and compare them",
+                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    comp.add_argument("--amp", default=None, choices=CANDIDATES,
+                      help="the mode to compare against fp32 (default: what this hardware is best at)")
+    _add_run_options(comp)
+    comp.set_defaults(handler=_compare_command)
+    return parser
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    d = RunConfig()
+    parser.add_argument("--epochs", type=int, default=d.epochs, help=f"passes over the training data (default {d.epochs})")
+    parser.add_argument("--batch-size", type=int, default=d.batch_size, help=f"images per step (default {d.batch_size})")
+    parser.add_argument("--data", default=d.data, choices=DATA_SOURCES,
+                        help="cifar10 (downloaded into --data-root) or synthetic CIFAR-shaped images (no download)")
+    parser.add_argument("--data-root", default=d.data_root, help=f"where CIFAR-10 lives (default {d.data_root})")
+    parser.add_argument("--loader", default=d.loader, choices=LOADERS,
+                        help="dataloader: the lab's DataLoader pipeline; resident: the whole split on the device")
+    parser.add_argument("--subset", type=int, default=None, help="train on the first N images only")
+    parser.add_argument("--test-subset", type=int, default=None, help="test on the first N images only")
+    parser.add_argument("--width", type=int, default=d.width, choices=WIDTHS, help="model width multiplier (1 = the lab's)")
+    parser.add_argument("--channels-last", action="store_true", help="NHWC memory format for model and inputs")
+    parser.add_argument("--cudnn-benchmark", action="store_true", help="let cuDNN pick the fastest kernels (CUDA)")
+    parser.add_argument("--device", default=d.device, choices=DEVICES, help="auto picks the GPU if there is one")
+    parser.add_argument("--seed", type=int, default=d.seed, help="same seed = same initial weights and data order")
+    parser.add_argument("--workers", type=int, default=d.num_workers, help=f"DataLoader workers (default {d.num_workers})")
+    parser.add_argument("--log-every", type=int, default=d.log_every, help=f"steps between loss lines (default {d.log_every})")
+    parser.add_argument("--warmup-steps", type=int, default=d.warmup_steps,
+                        help=f"first steps left out of the steady throughput (default {d.warmup_steps})")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="also time data waiting vs compute (one extra sync per step on CUDA)")
+    parser.add_argument("--json", metavar="PATH", default=None, help="write the result(s) as JSON to PATH")
+
+
+def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
+    return RunConfig(
+        precision=precision,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        data=args.data,
+        data_root=args.data_root,
+        loader=args.loader,
+        subset=args.subset,
+        test_subset=args.test_subset,
+        width=args.width,
+        channels_last=args.channels_last,
+        cudnn_benchmark=args.cudnn_benchmark,
+        device=args.device,
+        seed=args.seed,
+        num_workers=args.workers,
+        log_every=args.log_every,
+        warmup_steps=args.warmup_steps,
+        breakdown=args.breakdown,
+    )
+
+
+def _check_runnable(config: RunConfig):
+    """Fail fast with ConfigError / UnsupportedModeError before any data is loaded; return the device."""
+    from trainer.loop import resolve_device
+    from trainer.precision import PrecisionPolicy
+
+    config.validate()
+    device = resolve_device(config.device)
+    PrecisionPolicy.resolve(config.precision, device)
+    return device
+
+
+def _check_json_path(path: str | None) -> None:
+    if path is not None and not Path(path).resolve().parent.is_dir():
+        raise ConfigError(f"cannot write --json {path}: its folder does not exist")
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    from trainer.loop import run_training
+
+    config = _config_from(args, args.precision)
+    device = _check_runnable(config)
+    _check_json_path(args.json)
+    print(_describe(config, device.type), flush=True)
+    result = run_training(config, on_progress=_LogPrinter())
+    print(summary(result))
+    if args.json:
+        Path(args.json).write_text(result.to_json() + "\n", encoding="utf-8")
+        print(f"result written to {args.json}")
+    return 0
+
+
+def _compare_command(args: argparse.Namespace) -> int:
+    from trainer.environment import hardware_report
+    from trainer.isolated import run_isolated
+
+    baseline_config = _config_from(args, "fp32")
+    device = _check_runnable(baseline_config)
+    amp = args.amp or _default_candidate(hardware_report(device).recommended_amp)
+    candidate_config = _config_from(args, amp)
+    _check_runnable(candidate_config)
+    _check_json_path(args.json)
+    results = []
+    for role, config in (("baseline", baseline_config), ("candidate", candidate_config)):
+        print(f"== {config.precision} ({role}), in a fresh process: {_describe(config, device.type)}", flush=True)
+        outcome = run_isolated(config, on_progress=_LogPrinter(prefix=f"{config.precision:>8} "))
+        if outcome.status != "ok":
+            return _outcome_failure(config, outcome)
+        results.append(outcome.result)
+    baseline, candidate = results
+    print()
+    print(comparison_table(baseline, candidate))
+    if args.json:
+        payload = {
+            "baseline": baseline.to_dict(),
+            "candidate": candidate.to_dict(),
+            "comparison": compare(baseline, candidate).to_dict(),
+        }
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        print(f"results written to {args.json}")
+    return 0
+
+
+def _default_candidate(recommended: str) -> str:
+    return recommended if recommended in CANDIDATES else "amp-bf16"
+
+
+def _outcome_failure(config: RunConfig, outcome) -> int:
+    kind = outcome.error_kind or ""
+    if kind == "CancelledError":
+        _error_line(f"{config.precision} run cancelled")
+        return EXIT_CANCELLED
+    _error_line(f"the {config.precision} run failed: {outcome.error}")
+    return EXIT_BAD_ARGUMENTS if kind in ("ConfigError", "UnsupportedModeError") else EXIT_RUN_FAILED
+
+
+class _LogPrinter:
+    """Prints the lab's loss lines, `[Epoch: 1, Batch:   100] loss: 2.301`, and the evaluation phase."""
+
+    def __init__(self, prefix: str = ""):
+        self.prefix = prefix
+        self._evaluating = False
+
+    def __call__(self, progress: Progress) -> None:
+        if progress.phase == "training" and progress.loss is not None:
+            print(f"{self.prefix}[Epoch: {progress.epoch}, Batch: {progress.step:5d}] loss: {progress.loss:.3f}",
+                  flush=True)
+        elif progress.phase == "evaluating" and not self._evaluating:
+            self._evaluating = True
+            print(f"{self.prefix}training done; evaluating top-1 accuracy on the test split...", flush=True)
+
+
+def _describe(config: RunConfig, device_type: str) -> str:
+    subset = f", first {config.subset} images" if config.subset else ""
+    extras = "".join([", channels_last" if config.channels_last else "", ", breakdown" if config.breakdown else ""])
+    return (f"{config.precision} on {device_type}: {config.data}{subset}, {config.epochs} epoch(s), "
+            f"batch {config.batch_size}, {config.loader} loader, width {config.width}{extras}")
+
+
+def summary(result: RunResult) -> str:
+    """The closing summary of one run, as plain text lines."""
+    cfg = result.config
+    lines = [
+        f"Finished {result.precision} training in {result.total_time_s:.2f} s "
+        f"({len(result.epoch_times_s)} epochs, {result.total_steps} steps, warm-up included)",
+        "  steady throughput: " + (
+            f"{result.steady_images_per_s:,.0f} images/s (excluding the first {result.warmup_steps} warm-up steps)"
+            if result.steady_images_per_s else "not measured (every step was a warm-up step)"),
+        "  epoch times: " + ", ".join(f"{t:.2f} s" for t in result.epoch_times_s),
+        "  epoch losses: " + ", ".join(f"{x:.3f}" for x in result.epoch_losses),
+    ]
+    for key, value in result.peak_memory.items():
+        lines.append(f"  {MEMORY_SHORT.get(key, key).lower()}: {_mib(value)}  [{MEMORY_LABELS.get(key, key)}]")
+    if result.test_accuracy is not None:
+        lines.append(f"  test accuracy: {100 * result.test_accuracy:.1f}% (top-1, evaluated in {cfg.get('precision')})")
+    if result.loss_scale_history:
+        final = result.loss_scale_history[-1]["scale"]
+        lines.append(f"  skipped steps: {result.skipped_steps} of {result.total_steps} (final loss scale {final:g})")
+    if result.data_wait_s is not None:
+        lines.append(f"  breakdown: waiting for data {result.data_wait_s:.2f} s, computing {result.compute_s:.2f} s")
+    lines.extend(f"  warning: {w}" for w in result.warnings)
+    return "\n".join(lines)
+
+
+def comparison_table(baseline: RunResult, candidate: RunResult) -> str:
+    """The lab's "Analyzing the Results" table for two runs, with a column of improvements."""
+    c = compare(baseline, candidate)
+    epochs = len(baseline.epoch_times_s)
+    rows = [("Metric", "FP32 (baseline)", f"AMP ({candidate.precision})", "Improvement")]
+    faster = f"{c.time_saved_pct:.0f}% faster" if c.time_saved_pct >= 0 else f"{-c.time_saved_pct:.0f}% slower"
+    rows.append((f"Training time ({epochs} epochs)", f"{baseline.total_time_s:.2f} s", f"{candidate.total_time_s:.2f} s",
+                 f"{faster} ({c.speedup:.2f}x)"))
+    rows.append((f"Steady throughput (after {baseline.warmup_steps} warm-up steps)",
+                 _rate(baseline.steady_images_per_s), _rate(candidate.steady_images_per_s),
+                 f"{c.throughput_speedup:.2f}x" if c.throughput_speedup else "-"))
+    for key, reduction in c.memory_reduction_pct.items():
+        less = f"{reduction:.0f}% less" if reduction >= 0 else f"{-reduction:.0f}% more"
+        rows.append((MEMORY_SHORT.get(key, key), _mib(baseline.peak_memory[key]), _mib(candidate.peak_memory[key]), less))
+    if c.accuracy_delta is not None:
+        rows.append(("Test accuracy", f"{100 * baseline.test_accuracy:.1f}%", f"{100 * candidate.test_accuracy:.1f}%",
+                     f"{100 * c.accuracy_delta:+.1f} points"))
+    rows.append(("Skipped steps (loss scaler)", str(baseline.skipped_steps), str(candidate.skipped_steps), ""))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    text = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+    text.insert(1, "-+-".join("-" * w for w in widths))
+    notes = [f"  {MEMORY_SHORT[k]}: {MEMORY_LABELS[k]}" for k in c.memory_reduction_pct if k in MEMORY_SHORT]
+    warnings = [f"  warning ({r.precision}): {w}" for r in (baseline, candidate) for w in r.warnings]
+    return "\n".join(text + notes + warnings)
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:,.0f} images/s" if value else "-"
+
+
+def _mib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**20:,.1f} MiB"
+
+
+def _error_line(message: str) -> None:
+    print(f"{PROG}: error: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ConfigError as exc:  # includes UnsupportedModeError
+        _error_line(str(exc))
+        return EXIT_BAD_ARGUMENTS
+    except (CancelledError, KeyboardInterrupt):
+        _error_line("cancelled")
+        return EXIT_CANCELLED
+    except TrainerError as exc:  # DatasetError, OutOfMemoryError
+        _error_line(str(exc))
+        return EXIT_RUN_FAILED

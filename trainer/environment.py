@@ -1,0 +1,186 @@
+"""What machine a result came from, and what mixed precision can be expected to gain on it."""
+
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+
+import torch
+
+from trainer.precision import tf32_flags
+
+# CPU features that decide how fast low-precision math runs on a CPU.
+CPU_FLAGS_OF_INTEREST = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+
+
+@lru_cache(maxsize=1)
+def _cpuinfo() -> tuple[str, frozenset[str]]:
+    """CPU model name and feature flags from /proc/cpuinfo (empty where that file does not exist)."""
+    model, flags = None, None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "model name" and model is None:
+                    model = value.strip()
+                elif key == "flags" and flags is None:
+                    flags = frozenset(value.split())
+                if model is not None and flags is not None:
+                    break
+    except OSError:
+        pass
+    return model or platform.processor() or "unknown CPU", flags or frozenset()
+
+
+def cpu_model() -> str:
+    return _cpuinfo()[0]
+
+
+def cpu_flags() -> list[str]:
+    """The flags of interest that this CPU has, in a fixed order."""
+    present = _cpuinfo()[1]
+    return [flag for flag in CPU_FLAGS_OF_INTEREST if flag in present]
+
+
+def capture_environment(device: torch.device) -> dict:
+    """A JSON-ready record of the hardware and software a run used."""
+    device = torch.device(device)
+    on_cuda = device.type == "cuda"
+    env = {
+        "device_type": device.type,
+        "device_name": cpu_model(),
+        "device_index": None,
+        "compute_capability": None,
+        "gpu_memory_total_bytes": None,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        **tf32_flags(),
+        "cpu_model": cpu_model(),
+        "logical_cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cpu_flags": cpu_flags(),
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    if on_cuda:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        env.update(
+            device_name=props.name,
+            device_index=index,
+            compute_capability=f"{props.major}.{props.minor}",
+            gpu_memory_total_bytes=int(props.total_memory),
+        )
+    return env
+
+
+@dataclass
+class HardwareReport:
+    """What this machine offers for mixed precision, in words a learner can act on."""
+
+    device_name: str
+    device_type: str  # cpu | cuda
+    tensor_cores: bool  # GPU compute capability 7.0 or newer
+    native_bf16: bool  # GPU with bfloat16 arithmetic (compute capability 8.0 or newer)
+    cpu_bf16: bool  # avx512_bf16 or amx_bf16
+    cpu_amx: bool  # AMX tile units (matrix math in bf16 on the CPU)
+    cpu_fp16: bool  # avx512_fp16 present (PyTorch's CPU autocast still gains little from it)
+    recommended_amp: str  # a precision name; "fp32" where no AMP mode is expected to help
+    expected_gain: str  # one plain sentence
+    notes: list[str] = field(default_factory=list)
+    compute_capability: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def hardware_report(device: torch.device | str | None = None) -> HardwareReport:
+    """Describe `device` (default: the GPU if there is one, else the CPU) for mixed-precision training."""
+    if device is None:
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(device)
+    flags = set(cpu_flags())
+    cpu_amx = {"amx_tile", "amx_bf16"} <= flags
+    cpu_bf16 = bool(flags & {"avx512_bf16", "amx_bf16"})
+    cpu_fp16 = "avx512_fp16" in flags
+    common = dict(cpu_bf16=cpu_bf16, cpu_amx=cpu_amx, cpu_fp16=cpu_fp16)
+    if device.type == "cuda":
+        return _gpu_report(device, common)
+    return _cpu_report(common)
+
+
+def _gpu_report(device: torch.device, common: dict) -> HardwareReport:
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    major, minor = torch.cuda.get_device_capability(index)
+    name = torch.cuda.get_device_name(index)
+    tensor_cores = major >= 7
+    native_bf16 = major >= 8 and torch.cuda.is_bf16_supported(including_emulation=False)
+    notes = []
+    if native_bf16:
+        recommended = "amp-bf16"
+        gain = (
+            "Tensor Cores run fp16 and bf16 matrix math several times faster than fp32, so amp-bf16 or "
+            "amp-fp16 should cut step time and activation memory, most for wide models and large batches."
+        )
+        notes.append("amp-bf16 needs no loss scaling; amp-fp16 is about as fast but needs the GradScaler.")
+        notes.append("tf32 speeds up fp32 math on this GPU without changing the model code.")
+    elif tensor_cores:
+        recommended = "amp-fp16"
+        gain = (
+            "Tensor Cores run fp16 matrix math several times faster than fp32, so amp-fp16 should cut step "
+            "time and activation memory; this GPU has no native bf16."
+        )
+    else:
+        recommended = "amp-fp16"
+        gain = (
+            "This GPU has no Tensor Cores, so amp-fp16 mainly saves activation memory and bandwidth; expect a "
+            "small speedup at best."
+        )
+    notes.append("A small model with small batches is often bound by the data loader, not by arithmetic.")
+    return HardwareReport(
+        device_name=name,
+        device_type="cuda",
+        tensor_cores=tensor_cores,
+        native_bf16=native_bf16,
+        recommended_amp=recommended,
+        expected_gain=gain,
+        notes=notes,
+        compute_capability=f"{major}.{minor}",
+        **common,
+    )
+
+
+def _cpu_report(common: dict) -> HardwareReport:
+    fp16_note = "fp16 autocast on a CPU is tens of times slower than fp32, so amp-fp16 is for GPUs only."
+    if common["cpu_amx"]:
+        recommended = "amp-bf16"
+        gain = (
+            "On this CPU bf16 autocast runs convolutions and matrix products on the AMX tile units and can be "
+            "several times faster than fp32; fp16 autocast here is tens of times slower."
+        )
+    elif common["cpu_bf16"]:
+        recommended = "amp-bf16"
+        gain = (
+            "This CPU has AVX-512 bf16 instructions but no AMX, so amp-bf16 may be modestly faster than fp32; "
+            "fp16 autocast here is tens of times slower."
+        )
+    else:
+        recommended = "fp32"
+        gain = (
+            "This CPU has no bf16 hardware, so mixed precision is emulated and usually slower than fp32; "
+            "AMP pays off on a GPU."
+        )
+    return HardwareReport(
+        device_name=cpu_model(),
+        device_type="cpu",
+        tensor_cores=False,
+        native_bf16=False,
+        recommended_amp=recommended,
+        expected_gain=gain,
+        notes=[fp16_note, "tf32 exists only on NVIDIA GPUs (compute capability 8.0 or newer)."],
+        **common,
+    )

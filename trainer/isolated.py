@@ -1,0 +1,234 @@
+"""Every run in its own fresh process, so memory figures never bleed between runs and a crash stays contained.
+
+Parent: `run_isolated(config)` starts `python -m trainer.isolated`, sends the config as JSON on stdin and reads
+JSON lines from the child's stdout:
+    {"event": "progress", "progress": {...}}
+    {"event": "result", "result": {...}}
+    {"event": "error", "kind": "<TrainerError subclass>", "message": "..."}
+The child's stderr carries tracebacks; the parent keeps its last lines to explain a crash.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from trainer.config import RunConfig
+from trainer.errors import TrainerError
+from trainer.progress import Progress
+from trainer.results import RunResult
+
+POLL_INTERVAL_S = 0.1
+TERMINATE_GRACE_S = 3.0
+STDERR_LINES_KEPT = 40
+_PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+
+@dataclass
+class RunOutcome:
+    """How one isolated run ended."""
+
+    config: RunConfig
+    status: str  # ok | failed | cancelled
+    result: RunResult | None = None
+    error: str | None = None  # one line, for a learner
+    error_kind: str | None = None  # a TrainerError subclass name, or "crashed"
+
+    def to_dict(self) -> dict:
+        return {
+            "config": self.config.to_dict(),
+            "status": self.status,
+            "result": self.result.to_dict() if self.result is not None else None,
+            "error": self.error,
+            "error_kind": self.error_kind,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunOutcome":
+        result = data.get("result")
+        return cls(
+            config=RunConfig.from_dict(data["config"]),
+            status=data["status"],
+            result=RunResult.from_dict(result) if result is not None else None,
+            error=data.get("error"),
+            error_kind=data.get("error_kind"),
+        )
+
+
+def run_isolated(
+    config: RunConfig,
+    on_progress: Callable[[Progress], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+    env: dict[str, str | None] | None = None,
+    on_spawn: Callable[[int], None] | None = None,
+) -> RunOutcome:
+    """Run `config` in a fresh child process; callbacks run in the caller's thread.
+
+    `env` overrides the child's environment (None removes a variable); `on_spawn(pid)` is called once the
+    child has started. A cancel terminates the child; a KeyboardInterrupt does too and is re-raised.
+    """
+    child = subprocess.Popen(
+        [sys.executable, "-m", "trainer.isolated"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=os.getcwd(),
+        env=_child_env(env),
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        start_new_session=True,  # its own process group, so DataLoader workers can be stopped with it
+    )
+    events: queue.Queue = queue.Queue()
+    stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
+    readers = [
+        threading.Thread(target=_read_events, args=(child.stdout, events), daemon=True),
+        threading.Thread(target=_read_lines, args=(child.stderr, stderr_tail), daemon=True),
+    ]
+    for reader in readers:
+        reader.start()
+    try:
+        _send_config(child, config)
+        if on_spawn is not None:
+            on_spawn(child.pid)
+        outcome = _follow(child, config, events, on_progress, should_cancel)
+    except BaseException:
+        _stop(child)
+        raise
+    finally:
+        for reader in readers:
+            reader.join(timeout=TERMINATE_GRACE_S)
+        _kill_group(child.pid)
+    if outcome is None:
+        outcome = _crash_outcome(config, child.returncode, stderr_tail)
+    return outcome
+
+
+def _follow(child, config, events: queue.Queue, on_progress, should_cancel) -> RunOutcome | None:
+    """Dispatch the child's events until its stdout closes; None when it ended without saying how."""
+    outcome = None
+    while True:
+        if should_cancel is not None and should_cancel():
+            _stop(child)
+            return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+        try:
+            event = events.get(timeout=POLL_INTERVAL_S)
+        except queue.Empty:
+            continue
+        if event is None:  # stdout closed: the child is exiting
+            child.wait()
+            return outcome
+        kind = event.get("event")
+        if kind == "progress" and on_progress is not None:
+            on_progress(Progress.from_dict(event["progress"]))
+        elif kind == "result":
+            outcome = RunOutcome(config, "ok", result=RunResult.from_dict(event["result"]))
+        elif kind == "error":
+            status = "cancelled" if event.get("kind") == "CancelledError" else "failed"
+            outcome = RunOutcome(config, status, error=event.get("message"), error_kind=event.get("kind"))
+
+
+def _crash_outcome(config: RunConfig, returncode: int, stderr_tail) -> RunOutcome:
+    if returncode is not None and returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        how = f"was killed by {name}"
+        if name == "SIGKILL":
+            how += " (for example when the machine ran out of memory)"
+    else:
+        how = f"exited with status {returncode} without a result"
+    last = next((line for line in reversed(stderr_tail) if line.strip()), "")
+    message = f"the training process {how}" + (f"; last message: {last.strip()}" if last else "")
+    return RunOutcome(config, "failed", error=message, error_kind="crashed")
+
+
+def _child_env(overrides: dict[str, str | None] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    # The child must import this very package, wherever the parent was started from.
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    for key, value in (overrides or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def _send_config(child: subprocess.Popen, config: RunConfig) -> None:
+    try:
+        child.stdin.write(json.dumps(config.to_dict()) + "\n")
+        child.stdin.close()
+    except (BrokenPipeError, OSError):
+        pass  # the child died at once; its exit status tells the story
+
+
+def _read_events(stream, events: queue.Queue) -> None:
+    for line in stream:
+        if line.startswith("{"):
+            try:
+                events.put(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    events.put(None)
+
+
+def _read_lines(stream, tail: collections.deque) -> None:
+    for line in stream:
+        tail.append(line.rstrip("\n"))
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """Ask the child to stop, then force it after a grace period."""
+    if child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(timeout=TERMINATE_GRACE_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def _kill_group(pgid: int) -> None:
+    """Stop anything the child left behind in its process group (DataLoader workers)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _child_main() -> int:
+    # The protocol owns the real stdout; anything else that prints (a dataset download) goes to stderr.
+    protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", buffering=1)
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+
+    def send(event: dict) -> None:
+        protocol.write(json.dumps(event) + "\n")
+
+    try:
+        config = RunConfig.from_dict(json.loads(sys.stdin.readline())).validate()
+        # Imported only now: the parent side never needs torch, and a bad config fails without loading it.
+        from trainer.loop import run_training
+
+        result = run_training(config, on_progress=lambda p: send({"event": "progress", "progress": p.to_dict()}))
+    except TrainerError as exc:
+        send({"event": "error", "kind": type(exc).__name__, "message": str(exc)})
+        return 1
+    send({"event": "result", "result": result.to_dict()})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

@@ -1,0 +1,312 @@
+"""The training loop: one step function for every precision mode, and a measured run around it."""
+
+from __future__ import annotations
+
+import gc
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from trainer.config import RunConfig
+from trainer.datasets import ImageSplit, load_split
+from trainer.environment import capture_environment
+from trainer.errors import CancelledError, OutOfMemoryError, UnsupportedModeError
+from trainer.loaders import make_loader
+from trainer.measure import LossMeter, MemoryMonitor, clock, device_memory_summary, steady_throughput
+from trainer.model import build_model
+from trainer.precision import PrecisionPolicy
+from trainer.progress import Progress
+from trainer.results import RunResult
+
+PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress reports a second between log points
+
+
+def resolve_device(name: str) -> torch.device:
+    """"auto" -> the current CUDA GPU if there is one, else the CPU; "cuda" without a GPU is an error."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UnsupportedModeError("no CUDA GPU is visible to this process: use device cpu or auto")
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index >= torch.cuda.device_count():
+            raise UnsupportedModeError(f"there is no GPU {index}: this machine has {torch.cuda.device_count()}")
+        return torch.device("cuda", index)
+    if device.type != "cpu":
+        raise UnsupportedModeError(f"device {name!r} is not supported: use auto, cpu or cuda")
+    return device
+
+
+def train_step(model, images, labels, optimizer, criterion, policy: PrecisionPolicy, scaler) -> torch.Tensor:
+    """One optimisation step, the same code for every mode: the policy's autocast and scaler are no-ops
+    where the mode does not need them. Returns the detached loss (no sync)."""
+    optimizer.zero_grad(set_to_none=True)
+    with policy.autocast():
+        outputs = model(images)
+        loss = criterion(outputs, labels)
+    # Backward runs outside autocast: each op's backward reuses the dtype its forward chose.
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)  # skips the update when fp16 gradients overflowed (syncs when the scaler is on)
+    scaler.update()
+    return loss.detach()
+
+
+def evaluate(model, batches, policy: PrecisionPolicy, *, on_batch: Callable[[int], None] | None = None) -> float:
+    """Top-1 accuracy (0..1) over `batches`, computed in the run's precision; `on_batch(i)` after each batch."""
+    was_training = model.training
+    model.eval()
+    correct, total = None, 0
+    with torch.inference_mode(), policy.autocast():
+        for index, (images, labels) in enumerate(batches, start=1):
+            hits = (model(images).argmax(dim=1) == labels).sum()
+            correct = hits if correct is None else correct + hits
+            total += labels.shape[0]
+            if on_batch is not None:
+                on_batch(index)
+    model.train(was_training)
+    if total == 0:
+        raise ValueError("evaluate() got no batches")
+    return correct.item() / total
+
+
+def run_training(
+    config: RunConfig,
+    on_progress: Callable[[Progress], None] | None = None,
+    should_cancel: Callable[[], bool] | None = None,
+) -> RunResult:
+    """Train and evaluate one run as `config` says, measuring time, memory, loss and accuracy.
+
+    Raises ConfigError / UnsupportedModeError / DatasetError / OutOfMemoryError / CancelledError.
+    """
+    config.validate()
+    device = resolve_device(config.device)
+    policy = PrecisionPolicy.resolve(config.precision, device)
+    policy.apply_backend_flags(config.cudnn_benchmark)
+    reporter = _Reporter(on_progress, config.epochs, config.batch_size)
+    reporter.emit("starting")
+    _seed_everything(config.seed)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+    reporter.emit("loading data")
+    train_split = load_split(config.data, config.data_root, train=True, limit=config.subset, seed=config.seed)
+    test_split = load_split(config.data, config.data_root, train=False, limit=config.test_subset, seed=config.seed)
+
+    memory_at_failure = None
+    try:
+        result = _measured_run(config, device, policy, train_split, test_split, reporter, should_cancel)
+    except torch.OutOfMemoryError:
+        memory_at_failure = device_memory_summary(device)
+    if memory_at_failure is not None:
+        # The failed run's tensors were only reachable from the traceback, which is gone now.
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        where = "GPU memory" if device.type == "cuda" else "host memory"
+        raise OutOfMemoryError(
+            f"batch size {config.batch_size} does not fit in {where} in {config.precision} mode "
+            f"({memory_at_failure}): try a batch size of {max(1, config.batch_size // 2)}"
+        )
+    result.started_at = started_at
+    reporter.emit("done", epoch=config.epochs, global_step=result.total_steps, total_steps=result.total_steps)
+    return result
+
+
+@dataclass
+class _Timeline:
+    """What the training epochs recorded, before it becomes a RunResult."""
+
+    t_start: float = 0.0
+    t_warm: float | None = None
+    t_end: float = 0.0
+    images: int = 0
+    images_at_warm: int = 0
+    steps: int = 0
+    epoch_times: list[float] = field(default_factory=list)
+    epoch_losses: list[float] = field(default_factory=list)
+    loss_history: list[dict] = field(default_factory=list)
+    scale_history: list[dict] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    data_wait_s: float = 0.0
+    compute_s: float = 0.0
+
+
+def _measured_run(config, device, policy, train_split: ImageSplit, test_split: ImageSplit, reporter, should_cancel):
+    loader_options = dict(num_workers=config.num_workers, seed=config.seed, channels_last=config.channels_last)
+    train_batches = make_loader(train_split, config.loader, config.batch_size, device, shuffle=True, **loader_options)
+    test_batches = make_loader(test_split, config.loader, config.batch_size, device, shuffle=False, **loader_options)
+    model = build_model(config.width, device, channels_last=config.channels_last, seed=config.seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
+    criterion = nn.CrossEntropyLoss()
+    scaler = policy.make_scaler()
+
+    memory = MemoryMonitor(device).start()
+    try:
+        timeline = _train_epochs(
+            config, device, policy, model, optimizer, criterion, scaler, train_batches, reporter, should_cancel
+        )
+        reporter.emit("evaluating", epoch=config.epochs, global_step=timeline.steps)
+
+        def after_eval_batch(index: int) -> None:
+            _check_cancel(should_cancel)
+            reporter.maybe("evaluating", epoch=config.epochs, global_step=timeline.steps)
+
+        accuracy = evaluate(model, test_batches, policy, on_batch=after_eval_batch)
+    finally:
+        peaks = memory.stop()
+    return _to_result(config, device, policy, timeline, peaks, memory.warnings, accuracy)
+
+
+def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, batches, reporter, should_cancel):
+    """The timed part. Clock reads (each after a device sync) happen only at the first batch, the end of
+    warm-up, log points, epoch ends and the end, unless config.breakdown asks for two per step."""
+    tl = _Timeline()
+    steps_per_epoch = len(batches)
+    reporter.start_training(steps_per_epoch)
+    window, epoch_meter = LossMeter(device), LossMeter(device)
+    scale = scaler.get_scale() if scaler.is_enabled() else None
+    model.train()
+    tl.t_start = epoch_start = clock(device)
+    if config.warmup_steps == 0:
+        tl.t_warm = tl.t_start
+    for epoch in range(1, config.epochs + 1):
+        window.reset()  # like the lab, each epoch starts a fresh running loss
+        step = 0
+        batch_iter = iter(batches)
+        while True:
+            t_ask = clock(device) if config.breakdown else 0.0
+            try:
+                images, labels = next(batch_iter)
+            except StopIteration:
+                break
+            _check_cancel(should_cancel)
+            t_got = clock(device) if config.breakdown else 0.0
+            loss = train_step(model, images, labels, optimizer, criterion, policy, scaler)
+            if config.breakdown:
+                tl.compute_s += clock(device) - t_got
+                tl.data_wait_s += t_got - t_ask
+            step += 1
+            tl.steps += 1
+            tl.images += images.shape[0]
+            window.add(loss)
+            epoch_meter.add(loss)
+            if scale is not None:
+                # GradScaler.step has already synchronised to check for inf/NaN, so reading the scale is cheap.
+                new_scale = scaler.get_scale()
+                tl.scale_history.append({"step": tl.steps, "scale": new_scale})
+                if new_scale < scale:
+                    tl.skipped.append(tl.steps)
+                scale = new_scale
+            if tl.steps == config.warmup_steps:
+                tl.t_warm, tl.images_at_warm = clock(device), tl.images
+            if step % config.log_every == 0:
+                mean = window.mean_and_reset()  # .item() syncs here
+                tl.loss_history.append({"step": tl.steps, "epoch": epoch, "loss": mean})
+                reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps, loss=mean)
+            else:
+                reporter.maybe("training", epoch=epoch, step=step, global_step=tl.steps)
+        epoch_end = clock(device)
+        tl.epoch_times.append(epoch_end - epoch_start)
+        tl.epoch_losses.append(epoch_meter.mean_and_reset())
+        epoch_start = epoch_end
+        reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps)
+    tl.t_end = epoch_start
+    return tl
+
+
+def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, accuracy) -> RunResult:
+    warnings = list(policy.warnings) + list(memory_warnings)
+    steady = None
+    if tl.t_warm is not None:
+        steady = steady_throughput(tl.images - tl.images_at_warm, tl.t_end - tl.t_warm)
+    if steady is None:
+        warnings.append(
+            f"all {tl.steps} steps fell within the {config.warmup_steps} warm-up steps, so no steady "
+            "throughput was measured: train longer or lower warmup_steps"
+        )
+    total = tl.t_end - tl.t_start
+    return RunResult(
+        config=config.to_dict(),
+        environment=capture_environment(device),
+        total_time_s=total,
+        epoch_times_s=tl.epoch_times,
+        steady_images_per_s=steady,
+        peak_memory=peaks,
+        loss_history=tl.loss_history,
+        test_accuracy=accuracy,
+        skipped_steps=len(tl.skipped),
+        warnings=warnings,
+        warmup_steps=config.warmup_steps,
+        total_steps=tl.steps,
+        train_images=tl.images // config.epochs,
+        images_per_s=tl.images / total if total > 0 else None,
+        epoch_losses=tl.epoch_losses,
+        loss_scale_history=tl.scale_history,
+        skipped_step_numbers=tl.skipped,
+        data_wait_s=tl.data_wait_s if config.breakdown else None,
+        compute_s=tl.compute_s if config.breakdown else None,
+    )
+
+
+def _check_cancel(should_cancel: Callable[[], bool] | None) -> None:
+    if should_cancel is not None and should_cancel():
+        raise CancelledError("the run was cancelled before it finished")
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+class _Reporter:
+    """Turns loop events into Progress reports: always at log points and phase changes, otherwise at most
+    every PROGRESS_INTERVAL_S (host clock only, so a report never forces a device sync)."""
+
+    def __init__(self, callback: Callable[[Progress], None] | None, epochs: int, batch_size: int):
+        self._callback = callback
+        self._epochs = epochs
+        self._images_per_step = batch_size  # an estimate: the last batch of an epoch may be smaller
+        self._steps_per_epoch = 0
+        self._t_created = self._t_last = time.perf_counter()
+        self._t_train = None
+
+    def start_training(self, steps_per_epoch: int) -> None:
+        self._steps_per_epoch = steps_per_epoch
+        self._t_train = time.perf_counter()
+
+    def maybe(self, phase: str, **fields) -> None:
+        if self._callback is not None and time.perf_counter() - self._t_last >= PROGRESS_INTERVAL_S:
+            self.emit(phase, **fields)
+
+    def emit(self, phase: str, *, epoch: int = 0, step: int = 0, global_step: int = 0, loss=None, **extra) -> None:
+        if self._callback is None:
+            return
+        now = self._t_last = time.perf_counter()
+        total_steps = extra.get("total_steps", self._steps_per_epoch * self._epochs)
+        rate = eta = None
+        if self._t_train is not None and global_step and now > self._t_train:
+            steps_per_s = global_step / (now - self._t_train)
+            rate = steps_per_s * self._images_per_step
+            eta = max(0.0, (total_steps - global_step) / steps_per_s) if phase == "training" else None
+        self._callback(
+            Progress(
+                phase=phase,
+                epoch=epoch,
+                epochs=self._epochs,
+                step=step,
+                steps_per_epoch=self._steps_per_epoch,
+                global_step=global_step,
+                total_steps=total_steps,
+                loss=loss,
+                images_per_s=rate,
+                eta_s=eta,
+                elapsed_s=now - self._t_created,
+            )
+        )
