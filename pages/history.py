@@ -1,0 +1,100 @@
+"""History: every job this server has run (kept across restarts), filterable, and any two runs side by side."""
+
+import pandas as pd
+import streamlit as st
+
+from trainer.config import PRECISIONS
+from trainer.jobs import JOB_KINDS, JOB_STATUSES
+from trainer.results import RunResult
+from ui import session
+from ui.charts import format_seconds, precision_name, run_labels
+from ui.experiment import subset_name
+from ui.widgets import comparison_charts, comparison_summary, when
+
+ANY = "any"
+JOBS_SHOWN = 500
+RUNS_OFFERED = 300
+
+st.title("History")
+st.markdown(
+    "Every job on this server, newest first, from every learner: kept in the server's history file, so it "
+    "survives restarts. Jobs that failed or were cancelled show why."
+)
+
+store = session.get_history()
+kind_col, status_col, precision_col, text_col = st.columns(4)
+kind = kind_col.selectbox("Kind", (ANY, *JOB_KINDS))
+status = status_col.selectbox("Status", (ANY, *JOB_STATUSES))
+precision = precision_col.selectbox("Precision", (ANY, *PRECISIONS))
+text = text_col.text_input("Label contains", max_chars=60)
+
+jobs = store.list_jobs(
+    kind=None if kind == ANY else kind,
+    status=None if status == ANY else status,
+    precision=None if precision == ANY else precision,
+    text=text.strip() or None,
+    limit=JOBS_SHOWN,
+)
+
+
+def training_times(job) -> str:
+    return ", ".join(
+        f"{precision_name(o.config.precision)} {format_seconds(o.result.total_time_s)}"
+        for o in job.outcomes
+        if o.status == "ok" and o.result is not None
+    )
+
+
+mine = set(job.id for job in session.my_jobs())
+table = pd.DataFrame(
+    [
+        {
+            "When": when(job.created_at),
+            "Kind": job.kind,
+            "Label": job.label,
+            "Status": job.status,
+            "Training time": training_times(job),
+            "Reason": job.error or "",
+            "Job": job.id[:8] + (" (yours)" if job.id in mine else ""),
+        }
+        for job in jobs
+    ],
+    columns=["When", "Kind", "Label", "Status", "Training time", "Reason", "Job"],
+)
+st.caption(f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} match.")
+st.dataframe(table, hide_index=True, key="history-jobs")
+
+st.subheader("Compare any two runs")
+runs = store.list_runs(limit=RUNS_OFFERED)
+if len(runs) < 2:
+    st.info("Two successful runs are needed to compare; the history has fewer so far.")
+    st.stop()
+
+offered: dict[str, RunResult] = {f"{job_id}:{index}": result for job_id, index, result in runs}
+
+
+def describe_run(run_key: str) -> str:
+    result = offered[run_key]
+    config = result.config
+    started = result.started_at.replace("T", " ")[:16] if result.started_at else "?"
+    return (
+        f"{precision_name(result.precision)} · {config.get('epochs')} ep · batch {config.get('batch_size')} · "
+        f"{subset_name(config.get('subset'))} {config.get('data')} · {config.get('loader')} · "
+        f"width {config.get('width')} · {started} · job {run_key[:8]}"
+    )
+
+
+keys = list(offered)
+# By default: the newest fp32 run against the newest other run of the same job (its comparison partner).
+first = next((k for k in keys if offered[k].precision == "fp32"), keys[0])
+partners = [k for k in keys if k != first and k.split(":")[0] == first.split(":")[0]]
+second = partners[0] if partners else next(k for k in keys if k != first)
+left, right = st.columns(2)
+a = left.selectbox("Baseline run", keys, index=keys.index(first), format_func=describe_run, key="history-a")
+b = right.selectbox("Compared run", keys, index=keys.index(second), format_func=describe_run, key="history-b")
+if a == b:
+    st.warning("Pick two different runs.")
+    st.stop()
+pair = run_labels([offered[a], offered[b]])
+comparison_summary(pair, key="history")
+comparison_charts(pair, key="history")

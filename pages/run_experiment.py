@@ -1,0 +1,140 @@
+"""Run the experiment: pick the settings, see the estimate, queue an fp32-vs-AMP comparison, watch it live."""
+
+import streamlit as st
+
+from trainer.datasets import cifar10_available
+from trainer.errors import ConfigError
+from trainer.estimate import estimate_job_seconds
+from ui import session
+from ui.experiment import (
+    DATA_NAMES,
+    LOADER_NAMES,
+    amp_modes,
+    blocking_reasons,
+    comparison_spec,
+    experiment_choices,
+    subset_name,
+)
+from ui.widgets import about, job_panel
+
+LIVE_REFRESH_S = 1.0
+
+settings = session.get_settings()
+manager = session.get_job_manager()
+report = session.hardware()
+sid = session.session_id()
+cifar10_ok = cifar10_available(settings.data_root)
+choices = experiment_choices(settings, report, cifar10_ok)
+_, missing_modes = amp_modes(report)
+
+st.title("Run the experiment")
+st.markdown(
+    """
+Train the lab's model twice with the same settings and the same starting weights: once in fp32, once in the
+mixed-precision mode you pick. Each run gets a fresh Python process, and only one job trains on this server at a
+time, so other learners' runs cannot disturb your timings (you may have to wait your turn). You can leave this
+page while it runs and come back.
+"""
+)
+
+session.apply_query_params(list(choices.values()))
+for choice in choices.values():
+    session.checked_state(choice)
+
+
+def pick(param: str, widget, **kwargs):
+    """Draw the widget for one choice; its value lives in session state under the choice's key."""
+    choice = choices[param]
+    return widget(choice.label, choice.allowed, key=choice.key, persist_state="session", **kwargs)
+
+
+left, right = st.columns(2)
+with left:
+    pick("epochs", st.select_slider, help=f"The lab trains 5 epochs. This server allows at most {settings.max_epochs}.")
+    pick(
+        "batch_size",
+        st.select_slider,
+        help=f"Images per step; the lab uses 256. This server allows at most {settings.max_batch_size}.",
+    )
+    pick(
+        "subset",
+        st.select_slider,
+        format_func=subset_name,
+        help="Train on the first N images for a quick run (the accuracy check then uses at most 1,000 test images).",
+    )
+    pick(
+        "width",
+        st.select_slider,
+        format_func=lambda w: f"x{w}",
+        help="Multiplies the channels and hidden units: x1 is the lab's model. Wider models do more arithmetic "
+        "per step, which is where low precision pays.",
+    )
+with right:
+    pick("amp", st.radio, help="The mode that is compared with the fp32 baseline.", horizontal=True)
+    for mode, reason in missing_modes.items():
+        st.caption(f"{mode} is not offered here: {reason}.")
+    pick("data", st.radio, format_func=DATA_NAMES.get, horizontal=True)
+    if not cifar10_ok:
+        st.caption(
+            "CIFAR-10 is not offered: it is not in this server's data folder, and a learner's job never downloads "
+            "it. The synthetic images have the same shape and size, and a pattern per class that the model can learn."
+        )
+    pick("loader", st.radio, format_func=LOADER_NAMES.get)
+    channels_last = choices["channels_last"]
+    st.checkbox(
+        "channels_last memory format",
+        key=channels_last.key,
+        persist_state="session",
+        help="Stores images and weights as NHWC, the layout Tensor Core convolutions prefer.",
+    )
+    breakdown = choices["breakdown"]
+    st.checkbox(
+        "Measure data waiting vs compute",
+        key=breakdown.key,
+        persist_state="session",
+        help="Shows whether the loader or the arithmetic bounds the run; adds one GPU synchronisation per step.",
+    )
+
+values = {param: st.session_state[choice.key] for param, choice in choices.items()}
+if values["amp"] == "amp-fp16" and report.device_type == "cpu":
+    st.warning(
+        "amp-fp16 on a CPU: there are no fast fp16 kernels here, so expect this run to take tens of times longer "
+        "than fp32. It is allowed only on a subset; amp-bf16 is the mode for this CPU."
+    )
+blocked = blocking_reasons(values, report)
+for reason in blocked:
+    st.error(reason)
+
+spec = comparison_spec(values)
+estimate = estimate_job_seconds(spec, manager.store, manager.device_type)
+ahead = manager.queue_length() + len(manager.store.list_jobs(status="running", limit=1))
+queue_note = "" if ahead == 0 else f" {ahead} job{'s are' if ahead > 1 else ' is'} ahead of yours in the queue."
+st.info(f"**Estimated time for both runs:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
+
+if st.button("Run", type="primary", disabled=bool(blocked)):
+    try:
+        job_id = manager.submit(sid, spec)
+    except ConfigError as err:
+        st.error(str(err))
+    else:
+        session.remember_job(job_id)
+
+st.subheader("Your job")
+active = any(not job.finished for job in session.my_jobs())
+
+
+@st.fragment(run_every=LIVE_REFRESH_S if active else None)
+def live_jobs() -> None:
+    """Redrawn every second while a job of this session is queued or running."""
+    jobs = session.my_jobs()
+    running = [job for job in jobs if not job.finished]
+    if active and not running:
+        st.rerun()  # the last job just ended: redraw the page once, and stop polling
+    if not jobs:
+        st.caption("Nothing yet: choose the settings above and press Run.")
+    for job in running or jobs[-1:]:
+        with st.container(border=True):
+            job_panel(job, sid, manager)
+
+
+live_jobs()

@@ -1,0 +1,213 @@
+"""AppTest for the core pages, through the real app.py navigation; the experiment page end to end with a tiny real
+synthetic job (real trainer, real subprocess), then the results and history pages showing it."""
+
+import time
+from pathlib import Path
+
+import pytest
+import streamlit as st
+import torch
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+JOB_TIMEOUT_S = 120
+HAS_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+# A job small enough for a 2-core CPU: 256 synthetic images, one epoch, data held on the device.
+TINY = {
+    "run_epochs": 1,
+    "run_batch_size": 64,
+    "run_subset": 256,
+    "run_data": "synthetic",
+    "run_loader": "resident",
+    "run_amp": "amp-bf16",
+}
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    """The app with its own empty state folder and data root; the job manager is shut down afterwards."""
+    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("AMP_LAB_DATA_ROOT", str(tmp_path / "data"))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.run()
+    yield at
+    st.cache_resource.clear()  # releases the job manager, which cancels anything still running
+
+
+def open_page(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> list[str]:
+    return [element.value for element in elements]
+
+
+def charts(at: AppTest) -> list:
+    return at.get("vega_lite_chart")
+
+
+def wait_for_job_end(at: AppTest) -> None:
+    """Rerun the page (as run_every would) until this session's job ends, within JOB_TIMEOUT_S."""
+    deadline = time.monotonic() + JOB_TIMEOUT_S
+    while time.monotonic() < deadline:
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        if at.success or any("This job" in e for e in texts(at.error) + texts(at.warning)):
+            return
+        time.sleep(0.5)
+    pytest.fail(f"the job did not finish within {JOB_TIMEOUT_S} s")
+
+
+def test_overview_shows_the_hardware_and_a_quick_demo(app):
+    open_page(app, "overview")
+    assert app.title[0].value.startswith("AMP Lab")
+    assert [m.label for m in app.metric] == [
+        "Tensor Cores", "Native bf16 on the GPU", "CPU bf16 instructions", "CPU AMX tile units"
+    ]
+    assert any(i.startswith("**What to expect here:**") for i in texts(app.info))
+    assert app.button[0].label == "Run the quick demo"
+
+
+def test_baseline_page_shows_the_baseline_script(app):
+    open_page(app, "fp32_baseline")
+    assert app.title[0].value == "The fp32 baseline"
+    script = (APP.parent / "lab" / "fp32_baseline.py").read_text()
+    assert script.strip() in texts(app.code)
+    assert "2,122,186 parameters" in "".join(texts(app.markdown))
+
+
+def test_adding_amp_page_shows_the_diff_and_the_old_spellings_warning(app):
+    open_page(app, "adding_amp")
+    code = texts(app.code)
+    diff = next(c for c in code if c.startswith("--- lab/fp32_baseline.py"))
+    assert "+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)" in diff
+    assert any("torch.cuda.amp.GradScaler()" in c for c in code)
+    assert any("FutureWarning" in c and "torch.amp.GradScaler('cuda'" in c for c in code)
+
+
+def test_run_page_offers_the_labs_settings(app):
+    open_page(app, "run_experiment")
+    epochs = app.select_slider(key="run_epochs")
+    batch = app.select_slider(key="run_batch_size")
+    assert epochs.options[0] == "1" and epochs.options[-1] == "20" and epochs.value == 5
+    assert batch.options[0] == "32" and batch.options[-1] == "4096" and batch.value == 256
+    assert "amp-bf16" in app.radio(key="run_amp").options
+    assert app.radio(key="run_data").options == ["synthetic (CIFAR-shaped, generated)"]  # no CIFAR-10 in the data root
+    assert any("CIFAR-10 is not offered" in c for c in texts(app.caption))
+    assert any(i.startswith("**Estimated time for both runs:** about") for i in texts(app.info))
+    assert [b.label for b in app.button] == ["Run"]
+    assert "Nothing yet" in "".join(texts(app.caption))
+
+
+def test_instructor_limits_cap_the_sliders(app, monkeypatch):
+    monkeypatch.setenv("AMP_LAB_MAX_EPOCHS", "3")
+    monkeypatch.setenv("AMP_LAB_MAX_BATCH_SIZE", "512")
+    open_page(app, "run_experiment")
+    assert app.select_slider(key="run_epochs").options == ["1", "2", "3"]
+    assert app.select_slider(key="run_batch_size").options[-1] == "512"
+
+
+def test_out_of_range_values_in_session_state_are_refused(app):
+    app.session_state["run_epochs"] = 99
+    app.session_state["run_batch_size"] = 100
+    open_page(app, "run_experiment")
+    errors = texts(app.error)
+    assert "Epochs 99 set in the session state is not allowed here: choose 1 to 20. Using 5 instead." in errors
+    assert any(e.startswith("Batch size 100 set in the session state is not allowed here: choose 32, 64") for e in errors)
+    assert app.select_slider(key="run_epochs").value == 5
+    assert app.select_slider(key="run_batch_size").value == 256
+
+
+def test_out_of_range_query_params_are_refused_and_good_ones_applied(app):
+    app.query_params.update({"epochs": "50", "batch_size": "128", "width": "3", "amp": "tf32"})
+    open_page(app, "run_experiment")
+    errors = texts(app.error)
+    assert any(e.startswith("Epochs '50' in the address is not allowed here: choose 1 to 20.") for e in errors)
+    assert any(e.startswith("Model width '3' in the address is not allowed here: choose 1, 2, 4, 8.") for e in errors)
+    if not HAS_TF32:
+        assert any(e.startswith("AMP mode 'tf32' in the address is not allowed here") for e in errors)
+    assert app.select_slider(key="run_epochs").value == 5
+    assert app.select_slider(key="run_batch_size").value == 128
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="amp-fp16 is restricted only on a CPU")
+def test_fp16_on_a_cpu_needs_a_subset_and_carries_a_warning(app):
+    open_page(app, "run_experiment")
+    app.radio(key="run_amp").set_value("amp-fp16")
+    app.select_slider(key="run_subset").set_value(None).run()
+    assert any("tens of times longer than fp32" in w for w in texts(app.warning))
+    assert any("at most 5,000 training images" in e for e in texts(app.error))
+    assert app.button[0].disabled
+    app.select_slider(key="run_subset").set_value(2048).run()
+    assert not app.button[0].disabled
+
+
+def test_results_and_history_pages_before_any_job(app):
+    open_page(app, "results")
+    assert any("No comparison has finished" in i for i in texts(app.info))
+    open_page(app, "history")
+    assert app.caption[0].value == "0 jobs match."
+
+
+def test_results_page_refuses_an_unknown_job_in_the_address(app):
+    app.query_params["job"] = "[nope](http://example.com)"
+    open_page(app, "results")
+    assert texts(app.error)[0].startswith("There is no finished comparison with the id '\\[nope\\]")
+
+
+def test_experiment_end_to_end_then_results_and_history(app):
+    for key, value in TINY.items():
+        app.session_state[key] = value
+    open_page(app, "run_experiment")
+    assert not app.error
+    app.button[0].click().run()  # Run
+    assert not app.exception and not app.error, texts(app.error)
+    assert len(app.get("progress")) == 2
+    wait_for_job_end(app)
+    assert texts(app.success)[0].startswith("Done in"), texts(app.error)
+    assert [p.proto.text for p in app.get("progress")][0].startswith("FP32: finished")
+    assert app.get("page_link")[-1].proto.label == "See the results"
+
+    # Leaving and coming back (same session) finds the job.
+    open_page(app, "overview")
+    open_page(app, "run_experiment")
+    assert texts(app.success)[0].startswith("Done in")
+
+    open_page(app, "results")
+    ours, reference = app.dataframe[0].value, app.dataframe[1].value
+    assert list(ours.columns) == ["Metric", "FP32", "AMP", "Improvement"]
+    assert ours["Metric"].tolist()[0] == "Training time (1 epoch)"
+    assert "Test accuracy" in ours["Metric"].tolist()
+    assert list(reference.columns) == ["Metric", "FP32 (lab)", "AMP (lab)", "Improvement"]
+    assert any(m.startswith("**What this says:**") for m in texts(app.markdown))
+    assert len(charts(app)) == 5
+    assert [d.label for d in app.get("download_button")] == [
+        "Both runs (JSON)", "Main figures (CSV)", "Loss history (CSV)"
+    ]
+    assert len(app.expander) == 2
+
+    open_page(app, "history")
+    jobs = app.dataframe[0].value
+    assert jobs["Status"].tolist() == ["done"]
+    assert jobs["Job"].tolist()[0].endswith("(yours)")
+    assert app.dataframe[1].value["Metric"].tolist()[0] == "Training time (1 epoch)"
+    assert len(charts(app)) == 5
+
+
+def test_quick_demo_leads_to_the_run_page_and_can_be_cancelled(app):
+    open_page(app, "overview")
+    app.button[0].click().run()
+    assert not app.exception
+    assert app.title[0].value == "Run the experiment"  # st.switch_page took the learner there
+    open_page(app, "run_experiment")  # AppTest reruns the page it was last told to show: tell it
+    assert any(m.startswith("**quick demo: fp32 vs") for m in texts(app.markdown))
+    next(b for b in app.button if b.label == "Cancel").click().run()
+    wait_for_job_end(app)
+    assert any(w.startswith("This job was cancelled") for w in texts(app.warning))
+
+    open_page(app, "history")
+    jobs = app.dataframe[0].value
+    assert jobs["Status"].tolist() == ["cancelled"]
+    assert jobs["Reason"].tolist()[0].startswith("cancelled by its owner")

@@ -1,0 +1,137 @@
+"""Streamlit pieces that several pages draw: the hardware summary, a job's live progress, a full comparison."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import streamlit as st
+
+from trainer.environment import HardwareReport
+from trainer.jobs import JobView
+from trainer.results import LAB_REFERENCE, RunResult
+from ui import charts
+from ui.charts import format_seconds, precision_name
+from ui.interpret import interpret
+
+RESULTS_PAGE = "pages/results.py"
+RUN_PAGE = "pages/run_experiment.py"
+PHASE_NAMES = {
+    "starting": "starting",
+    "loading data": "loading the data",
+    "evaluating": "checking accuracy on the test images",
+    "done": "wrapping up",
+}
+
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def hardware_panel(report: HardwareReport) -> None:
+    """The device the jobs run on, what it offers for mixed precision, and the gain to expect."""
+    st.markdown(f"**Device:** {report.device_name} ({report.device_type.upper()})")
+    columns = st.columns(4)
+    columns[0].metric("Tensor Cores", yes_no(report.tensor_cores))
+    columns[1].metric("Native bf16 on the GPU", yes_no(report.native_bf16))
+    columns[2].metric("CPU bf16 instructions", yes_no(report.cpu_bf16))
+    columns[3].metric("CPU AMX tile units", yes_no(report.cpu_amx))
+    st.info(f"**What to expect here:** {report.expected_gain}")
+    for note in report.notes:
+        st.caption(note)
+
+
+def about(seconds: float | None) -> str:
+    return "unknown" if seconds is None else f"about {format_seconds(max(0.0, seconds))}"
+
+
+def run_progress_text(job: JobView, index: int) -> tuple[float, str]:
+    """The progress bar's fill and caption for run `index` of a job."""
+    if index < len(job.outcomes):
+        outcome = job.outcomes[index]
+        if outcome.status == "ok" and outcome.result is not None:
+            return 1.0, f"finished: {format_seconds(outcome.result.total_time_s)} of training"
+        return 1.0, f"{outcome.status}: {outcome.error or 'no message'}"
+    if job.status != "running" or index != job.current_run:
+        return 0.0, "waiting for its turn" if job.status in ("queued", "running") else "not run"
+    progress = job.progress
+    if progress is None:
+        return 0.0, "starting a fresh Python process"
+    if progress.phase != "training" or not progress.total_steps:
+        return progress.fraction_done, PHASE_NAMES.get(progress.phase, progress.phase)
+    parts = [f"epoch {progress.epoch}/{progress.epochs}", f"batch {progress.step}/{progress.steps_per_epoch}"]
+    if progress.images_per_s:
+        parts.append(f"{progress.images_per_s:,.0f} images/s")
+    if progress.eta_s is not None:
+        parts.append(f"{about(progress.eta_s)} left")
+    return progress.fraction_done, " · ".join(parts)
+
+
+def job_panel(job: JobView, session: str, manager) -> None:
+    """A job of this session: its place in the queue, or a progress bar and live loss per run, or its end."""
+    st.markdown(f"**{job.label or job.kind}**")
+    if job.status == "queued":
+        st.info(
+            f"Waiting in the queue: position {job.queue_position}; it should start in {about(job.estimated_wait_s)}. "
+            "Only one job trains at a time, so that timings are not disturbed by other learners' runs."
+        )
+    for index, config in enumerate(job.spec.runs):
+        fraction, text = run_progress_text(job, index)
+        st.progress(min(1.0, max(0.0, fraction)), text=f"{precision_name(config.precision)}: {text}")
+    live = {
+        precision_name(config.precision): points
+        for config, points in zip(job.spec.runs, job.live_losses)
+        if points
+    }
+    if live and not job.finished:
+        st.altair_chart(charts.loss_chart(live), width="stretch")
+    if job.status == "done":
+        st.success(f"Done in {format_seconds((job.finished_at or 0) - (job.started_at or 0))}.")
+        st.page_link(RESULTS_PAGE, label="See the results", icon="📊")
+    elif job.status == "failed":
+        st.error(f"This job failed: {job.error}")
+    elif job.status == "cancelled":
+        st.warning(f"This job was cancelled: {job.error}")
+    elif job.cancel_requested:
+        st.caption("Cancelling...")
+    elif st.button("Cancel", key=f"cancel-{job.id}"):
+        if manager.cancel(job.id, session):
+            st.toast("Cancelling the job.")
+        else:
+            st.warning("This job had already finished.")
+
+
+def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_reference: bool = False) -> None:
+    """The lab's table computed from two runs (the first is the baseline), a sentence explaining it, warnings."""
+    labels = list(runs)
+    baseline, candidate = runs[labels[0]], runs[labels[1]]
+    table = charts.comparison_table(baseline, candidate)
+    if with_lab_reference:
+        ours, theirs = st.columns([3, 2])
+        with ours:
+            st.markdown("**Your runs, on this server**")
+            st.dataframe(table, hide_index=True, key=f"{key}-table")
+        with theirs:
+            st.markdown("**The lab's reference figures** (not your run)")
+            st.dataframe(charts.lab_reference_table(), hide_index=True, key=f"{key}-reference")
+            st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
+    else:
+        st.dataframe(table, hide_index=True, key=f"{key}-table")
+    st.markdown(f"**What this says:** {interpret(baseline, candidate)}")
+    for label, result in runs.items():
+        for warning in result.warnings:
+            st.warning(f"{label}: {warning}")
+
+
+def comparison_charts(runs: Mapping[str, RunResult], key: str) -> None:
+    """Time, memory, time per epoch, throughput and loss, each chart with tooltips."""
+    left, right = st.columns(2)
+    left.altair_chart(charts.time_chart(runs), width="stretch", key=f"{key}-time")
+    right.altair_chart(charts.memory_chart(runs), width="stretch", key=f"{key}-memory")
+    left.altair_chart(charts.epoch_time_chart(runs), width="stretch", key=f"{key}-epochs")
+    right.altair_chart(charts.throughput_chart(runs), width="stretch", key=f"{key}-throughput")
+    st.altair_chart(charts.loss_chart(charts.loss_series(runs)), width="stretch", key=f"{key}-loss")
+
+
+def when(timestamp: float | None) -> str:
+    return "-" if timestamp is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
