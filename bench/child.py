@@ -1,0 +1,89 @@
+"""One benchmark configuration in a fresh process: `python -m bench.child` reads a spec (JSON) on stdin and
+prints one JSON line with the measured figures, so that no run inherits another's caches, threads or memory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from bench.plain_loop import train_plain
+from trainer.config import RunConfig
+from trainer.datasets import load_split
+from trainer.loop import run_training
+from trainer.progress import Progress
+
+IMPLEMENTATIONS = ("plain", "trainer")
+
+
+def run_plain(spec: dict) -> dict:
+    split = load_split(spec["data"], spec["data_root"], train=True, limit=spec["subset"], seed=spec["seed"],
+                       download=False)
+    result = train_plain(
+        split,
+        precision=spec["precision"],
+        loader=spec["loader"],
+        batch_size=spec["batch_size"],
+        device=torch.device(spec["device"]),
+        epochs=spec["epochs"],
+        warmup_steps=spec["warmup_steps"],
+        channels_last=spec["channels_last"],
+        num_workers=spec["num_workers"],
+        seed=spec["seed"],
+    )
+    return {
+        "images_per_s": result.images_per_s,
+        "total_time_s": result.total_time_s,
+        "total_steps": result.total_steps,
+        "warmup_steps": result.warmup_steps,
+        "final_loss": result.final_loss,
+    }
+
+
+def run_trainer(spec: dict) -> dict:
+    config = RunConfig(
+        precision=spec["precision"],
+        epochs=spec["epochs"],
+        batch_size=spec["batch_size"],
+        data=spec["data"],
+        data_root=spec["data_root"],
+        loader=spec["loader"],
+        subset=spec["subset"],
+        test_subset=spec["test_subset"],
+        channels_last=spec["channels_last"],
+        device=spec["device"],
+        seed=spec["seed"],
+        num_workers=spec["num_workers"],
+        warmup_steps=spec["warmup_steps"],
+    )
+    latest: list[Progress] = []
+
+    def keep_latest(progress: Progress) -> None:
+        latest[:] = [progress]
+
+    # A real, if cheap, progress consumer and cancel check, so the trainer runs the way the app drives it.
+    result = run_training(config, on_progress=keep_latest, should_cancel=lambda: False)
+    return {
+        "images_per_s": result.steady_images_per_s,
+        "total_time_s": result.total_time_s,
+        "total_steps": result.total_steps,
+        "warmup_steps": result.warmup_steps,
+        "test_accuracy": result.test_accuracy,
+        "warnings": list(result.warnings),
+    }
+
+
+def main() -> int:
+    spec = json.loads(sys.stdin.read())
+    if spec["implementation"] not in IMPLEMENTATIONS:
+        raise ValueError(f"unknown implementation {spec['implementation']!r}: choose one of {IMPLEMENTATIONS}")
+    measured = run_plain(spec) if spec["implementation"] == "plain" else run_trainer(spec)
+    # The last stdout line is the answer; anything printed before it (trainer progress) is ignored.
+    print(json.dumps(measured), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

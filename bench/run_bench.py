@@ -1,0 +1,311 @@
+"""Benchmark: the plain lab loop against the trainer, same device, data and batch size, each run in a fresh process.
+
+    python -m bench.run_bench [--device auto|cpu|cuda] [--batch-size 256] [--subset N] [--epochs E]
+                              [--modes fp32,amp-bf16] [--repeats R] [--workers 4] [--json PATH]
+
+Prints a table (median over repeats) and writes it as JSON with the environment and the exact command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+
+from bench.plain_loop import PLAIN_MODES
+from trainer.config import LOADERS, RunConfig
+from trainer.datasets import cifar10_available
+from trainer.environment import capture_environment
+from trainer.loop import resolve_device
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = REPO_ROOT / "bench" / "results"
+BASELINE = ("plain", "fp32", "dataloader", False)  # the lab's own setup: fp32 loop fed by its DataLoader
+SPEEDUP_TARGET = 3.0  # trainer amp-bf16 + resident + channels_last vs BASELINE, CPU batch 256
+OVERHEAD_TARGET_PCT = 3.0  # trainer vs plain loop, same mode, loader and memory format
+
+
+@dataclass
+class BenchConfig:
+    """One cell of the table: which loop, in which mode, fed by which loader."""
+
+    implementation: str  # plain | trainer
+    precision: str
+    loader: str
+    channels_last: bool
+
+    @property
+    def key(self) -> tuple:
+        return (self.implementation, self.precision, self.loader, self.channels_last)
+
+    def label(self) -> str:
+        layout = " channels_last" if self.channels_last else ""
+        return f"{self.implementation} {self.precision} {self.loader}{layout}"
+
+
+@dataclass
+class Row:
+    """The median figures of one configuration over its repeats, and how it compares."""
+
+    implementation: str
+    precision: str
+    loader: str
+    channels_last: bool
+    status: str = "ok"  # ok | failed (no repeat succeeded)
+    images_per_s: float | None = None  # median of the steady-state images/s over repeats
+    ms_per_step: float | None = None  # 1000 * batch_size / images_per_s: the time of one full batch
+    total_time_s: float | None = None  # median, warm-up included
+    speedup_vs_lab_fp32: float | None = None  # images/s over the plain fp32 DataLoader loop's
+    overhead_pct: float | None = None  # trainer only: extra time per step vs the plain loop, same cell
+    repeats: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+def bench_configs(modes: list[str]) -> list[BenchConfig]:
+    """Every mode with both loaders, plus channels_last for each AMP mode on the resident loader."""
+    cells = [(mode, loader, False) for mode in modes for loader in LOADERS]
+    cells += [(mode, "resident", True) for mode in modes if mode != "fp32"]
+    return [BenchConfig(impl, mode, loader, cl) for mode, loader, cl in cells for impl in ("plain", "trainer")]
+
+
+def run_child(spec: dict, timeout_s: float) -> dict:
+    """Run one configuration in a fresh interpreter; return its figures, or {"error": one line}."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "bench.child"], input=json.dumps(spec), capture_output=True, text=True,
+            cwd=REPO_ROOT, timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout_s:.0f} s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit code {done.returncode}: {tail}"}
+    return json.loads(lines[-1])
+
+
+def summarise(config: BenchConfig, repeats: list[dict], batch_size: int) -> Row:
+    row = Row(config.implementation, config.precision, config.loader, config.channels_last, repeats=repeats)
+    good = [r for r in repeats if "error" not in r and r.get("images_per_s")]
+    row.errors = [r["error"] for r in repeats if "error" in r]
+    if not good:
+        row.status = "failed"
+        return row
+    row.images_per_s = statistics.median(r["images_per_s"] for r in good)
+    row.ms_per_step = 1000.0 * batch_size / row.images_per_s
+    row.total_time_s = statistics.median(r["total_time_s"] for r in good)
+    return row
+
+
+def compare_rows(rows: list[Row]) -> None:
+    """Fill in the speedup over the lab's fp32 DataLoader loop and the trainer's overhead per cell."""
+    by_key = {(r.implementation, r.precision, r.loader, r.channels_last): r for r in rows}
+    baseline = by_key.get(BASELINE)
+    for row in rows:
+        if row.images_per_s is None:
+            continue
+        if baseline is not None and baseline.images_per_s:
+            row.speedup_vs_lab_fp32 = row.images_per_s / baseline.images_per_s
+        if row.implementation == "trainer":
+            plain = by_key.get(("plain", row.precision, row.loader, row.channels_last))
+            if plain is not None and plain.images_per_s:
+                row.overhead_pct = 100.0 * (plain.images_per_s / row.images_per_s - 1.0)
+
+
+def assess_targets(rows: list[Row], device_type: str, batch_size: int) -> list[dict]:
+    """The issue's two targets, each with its measured value and whether it was met (None: not measured)."""
+    by_key = {(r.implementation, r.precision, r.loader, r.channels_last): r for r in rows}
+    fast = by_key.get(("trainer", "amp-bf16", "resident", True))
+    speedup = fast.speedup_vs_lab_fp32 if fast is not None else None
+    overheads = [r for r in rows if r.overhead_pct is not None]
+    worst = max(overheads, key=lambda r: r.overhead_pct, default=None)
+    trainer_rows = [r for r in rows if r.implementation == "trainer"]
+    return [
+        {
+            "name": "amp speedup",
+            "description": (
+                f"trainer amp-bf16 + resident + channels_last >= {SPEEDUP_TARGET:g}x the images/s of the lab's "
+                "fp32 plain loop with its DataLoader (CPU, batch 256)"
+            ),
+            "threshold": SPEEDUP_TARGET,
+            "value": speedup,
+            "met": None if speedup is None else speedup >= SPEEDUP_TARGET,
+            "conditions_match": device_type == "cpu" and batch_size == 256,
+        },
+        {
+            "name": "trainer overhead",
+            "description": (
+                f"trainer overhead <= {OVERHEAD_TARGET_PCT:g}% vs the plain loop in the same mode and loader "
+                "(worst configuration)"
+            ),
+            "threshold": OVERHEAD_TARGET_PCT,
+            "value": worst.overhead_pct if worst is not None else None,
+            "worst_configuration": None if worst is None else BenchConfig(
+                worst.implementation, worst.precision, worst.loader, worst.channels_last).label(),
+            "met": (
+                None if worst is None or len(overheads) < len(trainer_rows)
+                else worst.overhead_pct <= OVERHEAD_TARGET_PCT
+            ),
+            "conditions_match": True,
+        },
+    ]
+
+
+def format_table(rows: list[Row]) -> str:
+    header = ("impl", "mode", "loader", "ch_last", "ms/step", "images/s", "vs lab fp32", "overhead")
+    lines = [header]
+    for r in rows:
+        if r.status != "ok":
+            figures = ("failed", "", "", "")
+        else:
+            figures = (
+                f"{r.ms_per_step:.1f}",
+                f"{r.images_per_s:.0f}",
+                f"{r.speedup_vs_lab_fp32:.2f}x" if r.speedup_vs_lab_fp32 is not None else "-",
+                f"{r.overhead_pct:+.1f}%" if r.overhead_pct is not None else "",
+            )
+        lines.append((r.implementation, r.precision, r.loader, "yes" if r.channels_last else "no", *figures))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    left = 4  # text columns left-aligned, figures right-aligned
+    return "\n".join(
+        "  ".join(cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
+        for line in lines
+    )
+
+
+def format_targets(targets: list[dict]) -> str:
+    lines = []
+    for t in targets:
+        if t["met"] is None:
+            verdict = "NOT MEASURED"
+        else:
+            verdict = "MET" if t["met"] else "NOT MET"
+        unit = "x" if t["name"] == "amp speedup" else "%"
+        value = "-" if t["value"] is None else f"{t['value']:.2f}{unit}"
+        where = f" ({t['worst_configuration']})" if t.get("worst_configuration") else ""
+        caveat = "" if t["conditions_match"] else " [measured outside the target's conditions]"
+        lines.append(f"target: {t['description']}: {value}{where} -> {verdict}{caveat}")
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.run_bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="where both loops run")
+    parser.add_argument("--batch-size", type=int, default=256, help="images per step (the lab uses 256)")
+    parser.add_argument("--subset", type=int, default=None, help="first N training images (default: the whole split)")
+    parser.add_argument("--epochs", type=int, default=1, help="passes over the (subset of the) training split")
+    parser.add_argument("--modes", default=None,
+                        help="comma-separated precisions; default fp32 plus amp-bf16 on CPU, amp-fp16 on CUDA")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the table shows the median")
+    parser.add_argument("--workers", type=int, default=4, help="DataLoader workers (the lab uses 4)")
+    parser.add_argument("--data", default="auto", choices=("auto", "cifar10", "synthetic"),
+                        help="auto: CIFAR-10 if it is already in --data-root, else synthetic")
+    parser.add_argument("--data-root", default="./data", help="where CIFAR-10 would be")
+    parser.add_argument("--test-subset", type=int, default=512,
+                        help="test images the trainer evaluates after training (outside the timed part)")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds before one run is abandoned")
+    parser.add_argument("--json", default=None, help="where to write the results (default bench/results/<device>-<date>.json)")
+    args = parser.parse_args(argv)
+    for name in ("batch_size", "epochs", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if args.subset is not None and args.subset < 1:
+        parser.error("--subset must be at least 1")
+    if args.workers < 0:
+        parser.error("--workers must be 0 or more")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device is visible; use --device cpu")
+    return args
+
+
+def resolve_modes(text: str | None, device_type: str) -> list[str]:
+    """The precisions to run, always with fp32 first: it is the baseline every speedup refers to."""
+    if text is None:
+        return ["fp32", "amp-fp16" if device_type == "cuda" else "amp-bf16"]
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in PLAIN_MODES]
+    if unknown:
+        raise SystemExit(f"unknown mode {unknown[0]!r} in --modes: choose from {', '.join(PLAIN_MODES)}")
+    return ["fp32"] + [m for m in dict.fromkeys(modes) if m != "fp32"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    device_type = resolve_device(args.device).type
+    modes = resolve_modes(args.modes, device_type)
+    data = args.data if args.data != "auto" else ("cifar10" if cifar10_available(args.data_root) else "synthetic")
+    warmup_steps = RunConfig().warmup_steps  # the trainer's own warm-up, so both sides skip the same steps
+    if args.subset is not None:
+        steps = -(-args.subset // args.batch_size) * args.epochs
+        if steps <= warmup_steps:
+            raise SystemExit(
+                f"--subset {args.subset} at batch size {args.batch_size} for {args.epochs} epoch(s) gives {steps} "
+                f"steps, all within the trainer's {warmup_steps} warm-up steps: raise --subset or --epochs"
+            )
+        if args.subset % args.batch_size:
+            print(f"note: --subset {args.subset} is not a multiple of the batch size; ms/step is per full batch")
+
+    configs = bench_configs(modes)
+    common = {
+        "device": device_type, "batch_size": args.batch_size, "epochs": args.epochs, "data": data,
+        "data_root": args.data_root, "subset": args.subset, "test_subset": args.test_subset,
+        "num_workers": args.workers, "seed": 0, "warmup_steps": warmup_steps,
+    }
+    print(f"bench: {len(configs)} configurations x {args.repeats} repeats on {device_type}, {data} data, "
+          f"batch {args.batch_size}, {warmup_steps} warm-up steps excluded, each run in a fresh process")
+    started = dt.datetime.now(dt.timezone.utc)
+    clock = time.perf_counter()
+    measured: dict[tuple, list[dict]] = {c.key: [] for c in configs}
+    total = len(configs) * args.repeats
+    done = 0
+    for repeat in range(args.repeats):
+        # Alternate which side of each plain/trainer pair runs first, so slow drift favours neither.
+        order = configs if repeat % 2 == 0 else [c for pair in zip(configs[1::2], configs[0::2]) for c in pair]
+        for config in order:
+            done += 1
+            figures = run_child({**common, **asdict(config)}, args.timeout)
+            measured[config.key].append(figures)
+            if "error" in figures:
+                outcome = figures["error"]
+            elif figures["images_per_s"] is None:
+                outcome = "no steady-state figure (every step was a warm-up step)"
+            else:
+                outcome = f"{figures['images_per_s']:.0f} images/s"
+            print(f"[{done}/{total}] repeat {repeat + 1}: {config.label()}: {outcome}", flush=True)
+
+    rows = [summarise(c, measured[c.key], args.batch_size) for c in configs]
+    compare_rows(rows)
+    targets = assess_targets(rows, device_type, args.batch_size)
+    print()
+    print(format_table(rows))
+    print()
+    print(format_targets(targets))
+
+    report = {
+        "command": shlex.join(["python", "-m", "bench.run_bench", *argv]),
+        "started_at": started.isoformat(timespec="seconds"),
+        "duration_s": round(time.perf_counter() - clock, 1),
+        "settings": {**common, "modes": modes, "repeats": args.repeats},
+        "environment": capture_environment(torch.device(device_type)),
+        "rows": [asdict(r) for r in rows],
+        "targets": targets,
+    }
+    path = Path(args.json) if args.json else RESULTS_DIR / f"{device_type}-{started:%Y-%m-%d}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+    print(f"\nwrote {path}")
+    return 0 if all(r.status == "ok" for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,108 @@
+"""The benchmark harness on tiny synthetic data: the plain loop trains, the harness writes a valid report."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from bench.plain_loop import train_plain
+from bench.run_bench import Row, assess_targets, bench_configs, compare_rows, format_table, main, resolve_modes
+from trainer.datasets import load_split
+
+
+@pytest.fixture(scope="module")
+def tiny_split():
+    return load_split("synthetic", "./data", train=True, limit=96, seed=0)
+
+
+@pytest.mark.parametrize(
+    "precision, loader, channels_last",
+    [("fp32", "dataloader", False), ("fp32", "resident", False), ("amp-bf16", "resident", True)],
+)
+def test_plain_loop_counts_steady_steps_after_warmup(tiny_split, precision, loader, channels_last):
+    result = train_plain(
+        tiny_split, precision=precision, loader=loader, batch_size=16, device=torch.device("cpu"), epochs=2,
+        warmup_steps=3, channels_last=channels_last, num_workers=0,
+    )
+    assert result.total_steps == 12  # 96 images / 16 per batch, twice
+    assert result.steady_steps == 9
+    assert result.steady_images == 9 * 16
+    assert result.images_per_s == pytest.approx(result.steady_images / result.steady_time_s)
+    assert result.ms_per_step == pytest.approx(1000 * result.steady_time_s / 9)
+    assert result.total_time_s >= result.steady_time_s > 0
+    assert math.isfinite(result.final_loss)
+
+
+def test_plain_loop_reports_no_rate_when_warmup_covers_every_step(tiny_split):
+    result = train_plain(
+        tiny_split, precision="fp32", loader="resident", batch_size=32, device=torch.device("cpu"), epochs=1,
+        warmup_steps=5,
+    )
+    assert result.total_steps == 3
+    assert result.steady_steps == 0
+    assert result.images_per_s is None and result.ms_per_step is None
+
+
+def test_modes_always_start_with_the_fp32_baseline():
+    assert resolve_modes(None, "cpu") == ["fp32", "amp-bf16"]
+    assert resolve_modes(None, "cuda") == ["fp32", "amp-fp16"]
+    assert resolve_modes("amp-bf16,fp32,amp-bf16", "cpu") == ["fp32", "amp-bf16"]
+    with pytest.raises(SystemExit, match="tf32"):
+        resolve_modes("tf32", "cpu")
+
+
+def test_configs_pair_plain_and_trainer_and_add_channels_last_for_amp_only():
+    labels = [c.label() for c in bench_configs(["fp32", "amp-bf16"])]
+    assert len(labels) == 10
+    assert labels[:2] == ["plain fp32 dataloader", "trainer fp32 dataloader"]
+    assert labels[-2:] == ["plain amp-bf16 resident channels_last", "trainer amp-bf16 resident channels_last"]
+    assert not any("fp32 resident channels_last" in label for label in labels)
+
+
+def test_speedup_overhead_and_targets_from_known_figures():
+    cells = [
+        ("plain", "fp32", "dataloader", False, 1000.0),
+        ("trainer", "fp32", "dataloader", False, 950.0),
+        ("plain", "amp-bf16", "resident", True, 4000.0),
+        ("trainer", "amp-bf16", "resident", True, 3960.0),
+    ]
+    rows = [Row(*cell, images_per_s=rate, ms_per_step=256_000 / rate) for *cell, rate in cells]
+    compare_rows(rows)
+    assert rows[3].speedup_vs_lab_fp32 == pytest.approx(3.96)
+    assert rows[1].overhead_pct == pytest.approx(100 * (1000 / 950 - 1))
+    assert rows[0].overhead_pct is None
+    speedup, overhead = assess_targets(rows, "cpu", 256)
+    assert speedup["met"] is True and speedup["conditions_match"] is True
+    assert overhead["met"] is False  # fp32 DataLoader costs ~5.3% in the trainer
+    assert overhead["worst_configuration"] == "trainer fp32 dataloader"
+    assert "3.96x" in format_table(rows)
+
+
+def test_harness_runs_end_to_end_and_writes_valid_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    status = main([
+        "--device", "cpu", "--data", "synthetic", "--modes", "fp32", "--subset", "128", "--batch-size", "16",
+        "--epochs", "1", "--repeats", "1", "--workers", "0", "--test-subset", "32", "--json", str(out),
+    ])
+    assert status == 0
+    report = json.loads(out.read_text())
+    assert report["command"].startswith("python -m bench.run_bench --device cpu")
+    assert report["environment"]["device_type"] == "cpu"
+    assert report["settings"]["warmup_steps"] >= 0
+    rows = report["rows"]
+    assert [(r["implementation"], r["loader"]) for r in rows] == [
+        ("plain", "dataloader"), ("trainer", "dataloader"), ("plain", "resident"), ("trainer", "resident"),
+    ]
+    for row in rows:
+        assert row["status"] == "ok", row["errors"]
+        assert row["images_per_s"] > 0
+        assert row["ms_per_step"] == pytest.approx(1000 * 16 / row["images_per_s"])
+        assert len(row["repeats"]) == 1
+    assert rows[0]["speedup_vs_lab_fp32"] == pytest.approx(1.0)
+    assert rows[1]["overhead_pct"] is not None
+    speedup, overhead = report["targets"]
+    assert speedup["met"] is None  # amp-bf16 was not run
+    assert overhead["met"] in (True, False)
+    printed = capsys.readouterr().out
+    assert "trainer overhead" in printed and "images/s" in printed
