@@ -124,6 +124,7 @@ def test_jobs_run_one_at_a_time_in_fifo_order_across_sessions(make_manager):
 def test_queued_jobs_see_their_position_and_an_estimated_wait(make_manager):
     runner = FakeRunner(gated=True)
     manager = make_manager(runner)
+    assert manager.wait_for_new_job() == (0, 0.0)
     first = manager.submit("a", compare_spec(1))
     wait_until(lambda: manager.get(first).progress is not None)
     second = manager.submit("b", compare_spec(2))
@@ -135,6 +136,8 @@ def test_queued_jobs_see_their_position_and_an_estimated_wait(make_manager):
     assert 0 < next_up.estimated_wait_s < last.estimated_wait_s
     assert next_up.estimated_total_s > 0
     assert manager.queue_length() == 2
+    ahead, wait = manager.wait_for_new_job()
+    assert ahead == 3 and wait > last.estimated_wait_s
     runner.release.set()
     wait_until(lambda: manager.get(third).status == "done")
     assert manager.get(second).queue_position is None

@@ -222,7 +222,9 @@ class HistoryStore:
         return [RunTiming(*tuple(row)) for row in rows]
 
     def mark_interrupted(self, reason: str = INTERRUPTED_REASON) -> int:
-        """At start-up: jobs left queued or running by a previous process become failed; return how many."""
+        """At start-up: jobs left queued or running by a previous process become failed; return how many.
+
+        This assumes one job manager per state folder, which is how the app runs (one server process)."""
         with self._connect() as db:
             cursor = db.execute(
                 "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE status IN ('queued', 'running')",

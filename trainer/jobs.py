@@ -188,7 +188,6 @@ class _Job:
     finished_at: float | None = None
     extras: dict = field(default_factory=dict)
     run_started_at: float | None = None
-    pid: int | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
     cancelled_by_owner: bool = False
 
@@ -308,6 +307,12 @@ class JobManager:
         with self._cond:
             return len(self._queue)
 
+    def wait_for_new_job(self) -> tuple[int, float | None]:
+        """For a job submitted now: how many jobs are ahead of it, and roughly how long until it starts."""
+        with self._cond:
+            ahead = len(self._queue) + (1 if self._running else 0)
+            return ahead, self._wait_before(len(self._queue) + 1, time.time())
+
     def shutdown(self, wait: bool = False, timeout: float | None = None) -> None:
         """Stop taking jobs, stop the running one, and record waiting ones as interrupted."""
         with self._cond:
@@ -352,7 +357,6 @@ class JobManager:
                     break
                 job.current_run = index
                 job.progress = None
-                job.pid = None
                 job.live_losses.append([])
                 job.run_started_at = time.time()
                 self._persist(job)
@@ -386,8 +390,7 @@ class JobManager:
                     job.live_losses[index].append(point)
 
         def on_spawn(pid: int) -> None:
-            with self._cond:
-                job.pid = pid
+            log.info("job %s run %d is process %d", job.id, index + 1, pid)  # for an admin who must find it
 
         try:
             return self._runner(
@@ -452,7 +455,6 @@ class JobManager:
         job.status = status
         job.error = error
         job.finished_at = time.time()
-        job.pid = None
         self._persist(job)
 
     def _persist(self, job: _Job, strict: bool = False) -> None:
