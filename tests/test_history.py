@@ -108,6 +108,7 @@ def test_list_jobs_filters_and_orders_newest_first(store):
     assert [j.id[0] for j in store.list_jobs(text="BASELINE")] == ["1"]
     assert [j.id[0] for j in store.list_jobs(text="%")] == []  # no wildcards from a learner
     assert [j.id[0] for j in store.list_jobs(limit=2)] == ["3", "2"]
+    assert store.list_jobs(limit=-1) == []  # not SQLite's "no limit"
     assert store.list_jobs(session_id="nobody") == []
 
 
@@ -159,6 +160,16 @@ def test_concurrent_writers_from_threads_lose_nothing(tmp_path):
     assert errors == []
     jobs = HistoryStore(path).list_jobs()
     assert len(jobs) == 60 and {j.status for j in jobs} == {"done"}
+
+
+def test_a_damaged_row_hides_only_itself(store):
+    store.save_job(make_job("1" * 32))
+    store.save_job(make_job("2" * 32))
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE jobs SET spec = '{not json' WHERE id = ?", ("2" * 32,))
+    assert [j.id for j in store.list_jobs()] == ["1" * 32]
+    with pytest.raises(HistoryError, match="damaged"):
+        store.get_job("2" * 32)
 
 
 def test_a_corrupt_file_is_a_one_line_error(tmp_path):

@@ -6,6 +6,7 @@ Each call opens its own short-lived connection, so the store is safe from many t
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -18,6 +19,8 @@ from trainer.results import RunResult
 
 if TYPE_CHECKING:
     from trainer.jobs import JobView
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 30.0
@@ -159,7 +162,12 @@ class HistoryStore:
     def get_job(self, job_id: str) -> "JobView | None":
         with self._connect() as db:
             row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return _to_view(dict(row)) if row else None
+        if row is None:
+            return None
+        view = self._parse(row)
+        if view is None:
+            raise HistoryError(f"job {job_id} in the history file {self.path} is damaged and cannot be shown")
+        return view
 
     def list_jobs(
         self,
@@ -186,9 +194,10 @@ class HistoryStore:
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         with self._connect() as db:
             rows = db.execute(
-                f"SELECT * FROM jobs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?", (*params, int(limit))
+                f"SELECT * FROM jobs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?",
+                (*params, _row_limit(limit)),
             ).fetchall()
-        return [_to_view(dict(row)) for row in rows]
+        return [view for view in map(self._parse, rows) if view is not None]
 
     def list_runs(
         self,
@@ -204,7 +213,7 @@ class HistoryStore:
             rows = db.execute(
                 f"SELECT job_id, run_index, result FROM runs {clause} "
                 "ORDER BY created_at DESC, run_index DESC LIMIT ?",
-                (*params, int(limit)),
+                (*params, _row_limit(limit)),
             ).fetchall()
         return [(row["job_id"], row["run_index"], RunResult.from_dict(json.loads(row["result"]))) for row in rows]
 
@@ -217,9 +226,17 @@ class HistoryStore:
             rows = db.execute(
                 "SELECT batch_size, epochs, train_images, total_time_s, steady_images_per_s, wall_s "
                 f"FROM runs {clause} ORDER BY created_at DESC LIMIT ?",
-                (*params, int(limit)),
+                (*params, _row_limit(limit)),
             ).fetchall()
         return [RunTiming(*tuple(row)) for row in rows]
+
+    def _parse(self, row: sqlite3.Row) -> "JobView | None":
+        """The row as a JobView, or None (logged) when it cannot be read back, so one bad row hides only itself."""
+        try:
+            return _to_view(dict(row))
+        except (ValueError, KeyError, TypeError):
+            log.warning("skipping a damaged job row %r in %s", row["id"], self.path, exc_info=True)
+            return None
 
     def mark_interrupted(self, reason: str = INTERRUPTED_REASON) -> int:
         """At start-up: jobs left queued or running by a previous process become failed; return how many.
@@ -231,6 +248,10 @@ class HistoryStore:
                 (reason, time.time()),
             )
             return cursor.rowcount
+
+
+def _row_limit(limit: int) -> int:
+    return max(0, min(int(limit), 100_000))  # SQLite reads a negative LIMIT as "no limit"
 
 
 def _run_filters(precision, device_type, loader, width, data=None) -> tuple[str, list]:
