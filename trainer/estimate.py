@@ -16,16 +16,21 @@ RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
 
 # Coarse training throughput (images/s) of the lab's CNN at width 1, batch 256, data already on the device.
 # Only a starting point for a server with no history yet: real hardware can differ several times over.
+# CPU figures were measured on a 2-core AMX CPU; CUDA figures are rough guesses for a recent GPU.
 COARSE_IMAGES_PER_S = {
-    "cpu": {"fp32": 3000.0, "amp-bf16": 3500.0, "amp-fp16": 80.0},
-    "cuda": {"fp32": 40000.0, "tf32": 50000.0, "amp-fp16": 70000.0, "amp-bf16": 65000.0},
+    "cpu": {"fp32": 1200.0, "amp-bf16": 1500.0, "amp-fp16": 30.0},
+    "cuda": {"fp32": 100_000.0, "tf32": 120_000.0, "amp-fp16": 150_000.0, "amp-bf16": 150_000.0},
 }
-# The lab's DataLoader (PIL decode + ToTensor per image) tops out around here, whatever the precision.
-COARSE_DATALOADER_IMAGES_PER_S = {"cpu": 2000.0, "cuda": 8000.0}
+# How the cost per image grows with the width multiplier: small widths are bound by memory traffic (about
+# linear), large ones by arithmetic (towards quadratic); a GPU has room to spare at these sizes.
+WIDTH_EXPONENT = {"cpu": 1.5, "cuda": 1.0}
+# Seconds per image the lab's DataLoader spends (PIL decode + ToTensor); on a CPU it shares the cores with
+# training, on a GPU server its workers overlap with training and cap the throughput instead.
+COARSE_DATALOADER_S_PER_IMAGE = {"cpu": 1 / 5000, "cuda": 1 / 5000}
 # Per-step cost that small batches cannot hide (Python, kernel launches, optimizer), in seconds.
-COARSE_STEP_OVERHEAD_S = {"cpu": 0.002, "cuda": 0.002}
+COARSE_STEP_OVERHEAD_S = {"cpu": 0.002, "cuda": 0.001}
 # Process start, imports, loading the data, warm-up and the accuracy check, in seconds.
-COARSE_FIXED_S = {"cpu": 10.0, "cuda": 20.0}
+COARSE_FIXED_S = {"cpu": 8.0, "cuda": 15.0}
 
 
 def planned_images(config: RunConfig) -> int:
@@ -50,10 +55,10 @@ def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     peak = COARSE_IMAGES_PER_S.get(device_type, {}).get(config.precision)
     if peak is None:
         return None
-    # Convolution and linear costs grow with the square of the width multiplier.
-    per_image_s = config.width**2 / peak
+    per_image_s = config.width ** WIDTH_EXPONENT[device_type] / peak
     if config.loader == "dataloader":
-        per_image_s = max(per_image_s, 1.0 / COARSE_DATALOADER_IMAGES_PER_S[device_type])
+        loading_s = COARSE_DATALOADER_S_PER_IMAGE[device_type]
+        per_image_s = per_image_s + loading_s if device_type == "cpu" else max(per_image_s, loading_s)
     images = planned_images(config)
     steps = -(-images // config.batch_size)
     per_epoch_s = images * per_image_s + steps * COARSE_STEP_OVERHEAD_S[device_type]
