@@ -109,10 +109,10 @@ def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
 
 def _check_runnable(config: RunConfig):
     """Fail fast with ConfigError / UnsupportedModeError before any data is loaded; return the device."""
+    config.validate()  # before importing torch, so that a typo is answered at once
     from trainer.loop import resolve_device
     from trainer.precision import PrecisionPolicy
 
-    config.validate()
     device = resolve_device(config.device)
     PrecisionPolicy.resolve(config.precision, device)
     return device
@@ -124,11 +124,11 @@ def _check_json_path(path: str | None) -> None:
 
 
 def _run_command(args: argparse.Namespace) -> int:
-    from trainer.loop import run_training
-
     config = _config_from(args, args.precision)
     device = _check_runnable(config)
     _check_json_path(args.json)
+    from trainer.loop import run_training
+
     print(_describe(config, device.type), flush=True)
     result = run_training(config, on_progress=_LogPrinter())
     print(summary(result))
@@ -139,11 +139,11 @@ def _run_command(args: argparse.Namespace) -> int:
 
 
 def _compare_command(args: argparse.Namespace) -> int:
+    baseline_config = _config_from(args, "fp32")
+    device = _check_runnable(baseline_config)
     from trainer.environment import hardware_report
     from trainer.isolated import run_isolated
 
-    baseline_config = _config_from(args, "fp32")
-    device = _check_runnable(baseline_config)
     amp = args.amp or _default_candidate(hardware_report(device).recommended_amp)
     candidate_config = _config_from(args, amp)
     _check_runnable(candidate_config)

@@ -18,7 +18,14 @@ from trainer.datasets import ImageSplit, load_split
 from trainer.environment import capture_environment
 from trainer.errors import CancelledError, OutOfMemoryError, UnsupportedModeError
 from trainer.loaders import make_loader
-from trainer.measure import LossMeter, MemoryMonitor, clock, device_memory_summary, steady_throughput
+from trainer.measure import (
+    LossMeter,
+    MemoryMonitor,
+    ScaleTracker,
+    clock,
+    device_memory_summary,
+    steady_throughput,
+)
 from trainer.model import build_model
 from trainer.precision import PrecisionPolicy
 from trainer.progress import Progress
@@ -131,8 +138,7 @@ class _Timeline:
     epoch_times: list[float] = field(default_factory=list)
     epoch_losses: list[float] = field(default_factory=list)
     loss_history: list[dict] = field(default_factory=list)
-    scale_history: list[dict] = field(default_factory=list)
-    skipped: list[int] = field(default_factory=list)
+    scale: ScaleTracker | None = None
     data_wait_s: float = 0.0
     compute_s: float = 0.0
 
@@ -170,7 +176,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
     steps_per_epoch = len(batches)
     reporter.start_training(steps_per_epoch)
     window, epoch_meter = LossMeter(device), LossMeter(device)
-    scale = scaler.get_scale() if scaler.is_enabled() else None
+    tl.scale = ScaleTracker(scaler)
     model.train()
     tl.t_start = epoch_start = clock(device)
     if config.warmup_steps == 0:
@@ -196,13 +202,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
             tl.images += images.shape[0]
             window.add(loss)
             epoch_meter.add(loss)
-            if scale is not None:
-                # GradScaler.step has already synchronised to check for inf/NaN, so reading the scale is cheap.
-                new_scale = scaler.get_scale()
-                tl.scale_history.append({"step": tl.steps, "scale": new_scale})
-                if new_scale < scale:
-                    tl.skipped.append(tl.steps)
-                scale = new_scale
+            tl.scale.after_update(tl.steps)
             if tl.steps == config.warmup_steps:
                 tl.t_warm, tl.images_at_warm = clock(device), tl.images
             if step % config.log_every == 0:
@@ -240,15 +240,15 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         peak_memory=peaks,
         loss_history=tl.loss_history,
         test_accuracy=accuracy,
-        skipped_steps=len(tl.skipped),
+        skipped_steps=len(tl.scale.skipped),
         warnings=warnings,
         warmup_steps=config.warmup_steps,
         total_steps=tl.steps,
         train_images=tl.images // config.epochs,
         images_per_s=tl.images / total if total > 0 else None,
         epoch_losses=tl.epoch_losses,
-        loss_scale_history=tl.scale_history,
-        skipped_step_numbers=tl.skipped,
+        loss_scale_history=tl.scale.history,
+        skipped_step_numbers=tl.scale.skipped,
         data_wait_s=tl.data_wait_s if config.breakdown else None,
         compute_s=tl.compute_s if config.breakdown else None,
     )

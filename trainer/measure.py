@@ -51,6 +51,28 @@ class LossMeter:
         return mean
 
 
+class ScaleTracker:
+    """The GradScaler's loss scale after every update. Dynamic scaling lowers the scale only when a step's
+    gradients overflowed, and then the optimizer step was skipped, so a drop marks a skipped step."""
+
+    def __init__(self, scaler: torch.amp.GradScaler):
+        self._scaler = scaler
+        self.enabled = scaler.is_enabled()
+        self._scale = scaler.get_scale() if self.enabled else None
+        self.history: list[dict] = []  # {"step", "scale"}
+        self.skipped: list[int] = []
+
+    def after_update(self, step: int) -> None:
+        if not self.enabled:
+            return
+        # GradScaler.step has already synchronised to check for inf/NaN, so reading the scale costs little.
+        scale = self._scaler.get_scale()
+        self.history.append({"step": step, "scale": scale})
+        if scale < self._scale:
+            self.skipped.append(step)
+        self._scale = scale
+
+
 def steady_throughput(images_after_warmup: int, seconds_after_warmup: float) -> float | None:
     """Images per second after the warm-up steps, or None when nothing was left to measure."""
     if images_after_warmup <= 0 or seconds_after_warmup <= 0:

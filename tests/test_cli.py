@@ -1,0 +1,86 @@
+"""`python -m trainer`: exit statuses, one-line errors, the lab's log lines, the summary and the compare table."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainer.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = ["--data", "synthetic", "--device", "cpu", "--loader", "resident", "--workers", "0", "--epochs", "1",
+        "--batch-size", "16", "--subset", "64", "--test-subset", "32", "--log-every", "2", "--warmup-steps", "1"]
+
+
+def _cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainer", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "args, phrase",
+    [
+        (["--batch-size", "0"], "batch size must be between 1"),
+        (["--epochs", "-1"], "epochs must be between 1"),
+        (["--precision", "fp8"], "invalid choice: 'fp8'"),
+        (["--batch-size", "many"], "invalid int value"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(args, phrase):
+    done = _cli("run", *args)
+    assert done.returncode == 2
+    assert phrase in _one_line(done.stderr)
+
+
+def test_tf32_on_the_cpu_exits_2(capsys):
+    assert main(["run", "--precision", "tf32", "--device", "cpu"]) == 2
+    assert "tf32 needs an NVIDIA GPU" in _one_line(capsys.readouterr().err)
+
+
+def test_missing_cifar10_offline_exits_1_and_suggests_synthetic(tmp_path, capsys):
+    root = tmp_path / "data"
+    assert main(["run", "--data", "cifar10", "--data-root", str(root), "--device", "cpu", "--subset", "32"]) == 1
+    line = _one_line(capsys.readouterr().err)
+    assert "synthetic" in line and str(root) in line
+
+
+def test_help_documents_the_exit_statuses():
+    done = _cli("run", "--help")
+    assert done.returncode == 0
+    assert "exit status" in done.stdout and "130" in done.stdout and "--channels-last" in done.stdout
+
+
+def test_run_prints_lab_lines_and_a_summary_and_writes_json(tmp_path, capsys):
+    path = tmp_path / "run.json"
+    assert main(["run", "--precision", "amp-bf16", *TINY, "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "[Epoch: 1, Batch:     2] loss: " in out and "[Epoch: 1, Batch:     4] loss: " in out
+    assert "warm-up included" in out and "excluding the first 1 warm-up steps" in out
+    assert "process rss growth" in out and "test accuracy" in out
+    saved = json.loads(path.read_text())
+    assert saved["config"]["precision"] == "amp-bf16" and saved["total_steps"] == 4
+
+
+def test_compare_runs_both_modes_and_prints_the_table(tmp_path, capsys):
+    path = tmp_path / "compare.json"
+    assert main(["compare", "--amp", "amp-bf16", *TINY, "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("Metric"))
+    assert header.split(" | ")[1:] == ["FP32 (baseline)", "AMP (amp-bf16)", "Improvement"]
+    for row in ("Training time (1 epochs)", "Steady throughput", "Peak memory: process RSS growth", "Test accuracy"):
+        assert row in out
+    saved = json.loads(path.read_text())
+    assert saved["baseline"]["config"]["precision"] == "fp32"
+    assert saved["candidate"]["config"]["precision"] == "amp-bf16"
+    assert saved["comparison"]["speedup"] == pytest.approx(
+        saved["baseline"]["total_time_s"] / saved["candidate"]["total_time_s"])

@@ -1,0 +1,59 @@
+"""The environment record and the hardware report, on this machine and on pretend CPUs."""
+
+import json
+
+import pytest
+import torch
+
+import trainer.environment as environment
+from trainer.environment import CPU_FLAGS_OF_INTEREST, capture_environment, hardware_report
+
+
+def _proc_flags() -> set[str]:
+    try:
+        with open("/proc/cpuinfo") as handle:
+            return next((set(line.split(":", 1)[1].split()) for line in handle if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+def test_capture_environment_on_cpu_is_complete_and_json_ready():
+    env = capture_environment(torch.device("cpu"))
+    assert json.loads(json.dumps(env)) == env
+    assert env["device_type"] == "cpu" and env["compute_capability"] is None
+    assert env["torch_version"] == torch.__version__
+    assert env["torch_threads"] == torch.get_num_threads() and env["logical_cores"] >= 1
+    for key in ("cuda_matmul_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark", "cpu_model", "python_version"):
+        assert key in env
+    assert env["cpu_flags"] == [f for f in CPU_FLAGS_OF_INTEREST if f in _proc_flags()]
+
+
+def test_hardware_report_on_this_cpu_follows_its_flags():
+    report = hardware_report(torch.device("cpu"))
+    flags = _proc_flags()
+    assert report.device_type == "cpu" and not report.tensor_cores and not report.native_bf16
+    assert report.cpu_amx == ({"amx_tile", "amx_bf16"} <= flags)
+    assert report.cpu_bf16 == bool(flags & {"avx512_bf16", "amx_bf16"})
+    assert report.recommended_amp in ("amp-bf16", "fp32")
+    assert report.expected_gain.endswith(".") and ". " not in report.expected_gain  # one sentence
+    assert any("tf32" in note for note in report.notes)
+
+
+@pytest.mark.parametrize(
+    "flags, recommended, phrase",
+    [
+        (["avx512f", "avx512_bf16", "amx_tile", "amx_bf16"], "amp-bf16", "AMX"),
+        (["avx512f", "avx512_bf16"], "amp-bf16", "no AMX"),
+        (["avx512f"], "fp32", "no bf16 hardware"),
+    ],
+)
+def test_cpu_recommendation_per_feature_set(monkeypatch, flags, recommended, phrase):
+    monkeypatch.setattr(environment, "cpu_flags", lambda: flags)
+    report = hardware_report(torch.device("cpu"))
+    assert report.recommended_amp == recommended
+    assert phrase in report.expected_gain
+    assert report.cpu_amx == ("amx_bf16" in flags)
+
+
+def test_default_device_is_the_gpu_when_there_is_one():
+    assert hardware_report().device_type == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -1,0 +1,57 @@
+"""Runs in a fresh child process: a result, a cancel, a crash, a kill from outside and a typed error."""
+
+import os
+import signal
+from dataclasses import replace
+
+import pytest
+
+from trainer.config import RunConfig
+from trainer.isolated import RunOutcome, run_isolated
+
+TINY = RunConfig(data="synthetic", device="cpu", loader="resident", num_workers=0, epochs=1, batch_size=16,
+                 subset=32, test_subset=16, log_every=1)
+
+
+def test_a_run_in_a_child_returns_its_result_and_progress():
+    reports, pids = [], []
+    outcome = run_isolated(TINY, on_progress=reports.append, on_spawn=pids.append)
+    assert outcome.status == "ok", outcome.error
+    assert outcome.error is None and outcome.error_kind is None
+    assert outcome.result.total_steps == 2 and outcome.result.config == TINY.to_dict()
+    assert [r.loss for r in reports if r.loss is not None] == [p["loss"] for p in outcome.result.loss_history]
+    assert reports[-1].phase == "done"
+    assert len(pids) == 1 and pids[0] != os.getpid()
+    assert RunOutcome.from_dict(outcome.to_dict()) == outcome
+
+
+def test_cancel_terminates_the_child():
+    # Cancelled before the child gets far: the parent side is the same at any point of the run.
+    outcome = run_isolated(replace(TINY, epochs=50), should_cancel=lambda: True)
+    assert outcome.status == "cancelled" and outcome.error_kind == "CancelledError"
+    assert outcome.result is None
+
+
+def test_a_child_killed_from_outside_is_a_crash_with_the_signal():
+    outcome = run_isolated(replace(TINY, epochs=50), on_spawn=lambda pid: os.kill(pid, signal.SIGKILL))
+    assert outcome.status == "failed" and outcome.error_kind == "crashed"
+    assert "SIGKILL" in outcome.error and "\n" not in outcome.error
+
+
+def test_a_child_that_cannot_start_is_a_crash_with_its_exit_status():
+    outcome = run_isolated(TINY, env={"PYTHONHOME": "/nonexistent-python-home"})
+    assert outcome.status == "failed" and outcome.error_kind == "crashed"
+    assert "exited with status" in outcome.error
+
+
+def test_a_trainer_error_in_the_child_keeps_its_type_and_message():
+    outcome = run_isolated(replace(TINY, batch_size=0))
+    assert outcome.status == "failed"
+    assert outcome.error_kind == "ConfigError"
+    assert outcome.error == "batch size must be between 1 and 65536, got 0"
+
+
+@pytest.mark.parametrize("status", ["ok", "failed", "cancelled"])
+def test_outcome_dict_round_trip_without_a_result(status):
+    outcome = RunOutcome(TINY, status, error=None if status == "ok" else "x", error_kind=None)
+    assert RunOutcome.from_dict(outcome.to_dict()) == outcome

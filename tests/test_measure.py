@@ -1,0 +1,50 @@
+"""Measurement helpers: on-device loss sums, steady throughput, the scale tracker and the memory monitor."""
+
+import numpy as np
+import pytest
+import torch
+
+from trainer.measure import LossMeter, MemoryMonitor, ScaleTracker, clock, device_memory_summary, steady_throughput
+
+
+def test_loss_meter_averages_since_the_last_reset():
+    meter = LossMeter(torch.device("cpu"))
+    for value in (1.0, 2.0, 3.0):
+        meter.add(torch.tensor(value))
+    assert meter.mean_and_reset() == pytest.approx(2.0)
+    meter.add(torch.tensor(5.0, dtype=torch.bfloat16))
+    assert meter.mean_and_reset() == pytest.approx(5.0)
+    meter.add(torch.tensor(7.0))
+    meter.reset()
+    assert meter.count == 0
+
+
+def test_steady_throughput_needs_images_and_time():
+    assert steady_throughput(1000, 2.0) == 500.0
+    assert steady_throughput(0, 2.0) is None
+    assert steady_throughput(100, 0.0) is None
+
+
+def test_clock_moves_forward():
+    first = clock(torch.device("cpu"))
+    assert clock(torch.device("cpu")) >= first
+
+
+def test_scale_tracker_is_silent_for_a_disabled_scaler():
+    tracker = ScaleTracker(torch.amp.GradScaler("cpu", enabled=False))
+    tracker.after_update(1)
+    assert tracker.history == [] and tracker.skipped == []
+
+
+def test_cpu_memory_monitor_sees_a_large_allocation():
+    monitor = MemoryMonitor(torch.device("cpu")).start()
+    block = np.ones(200 * 2**20, dtype=np.uint8)  # 200 MiB, touched so that it is resident
+    peaks = monitor.stop()
+    del block
+    assert peaks.keys() == {"process_rss_growth"}
+    assert peaks["process_rss_growth"] >= 150 * 2**20
+    assert monitor.warnings == []
+
+
+def test_cpu_memory_summary_names_the_host_memory():
+    assert "GiB host memory" in device_memory_summary(torch.device("cpu"))

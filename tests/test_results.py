@@ -1,0 +1,51 @@
+"""RunResult's JSON form and the lab's comparison table computed from two hand-made results."""
+
+import pytest
+
+from trainer.config import RunConfig
+from trainer.results import Comparison, RunResult, compare
+
+
+def _result(precision: str, time_s: float, memory: dict, accuracy=0.5, steady=1000.0) -> RunResult:
+    return RunResult(
+        config=RunConfig(precision=precision).to_dict(),
+        environment={"device_type": "cuda"},
+        total_time_s=time_s,
+        epoch_times_s=[time_s / 5] * 5,
+        steady_images_per_s=steady,
+        peak_memory=memory,
+        loss_history=[{"step": 100, "epoch": 1, "loss": 2.301}],
+        test_accuracy=accuracy,
+        loss_scale_history=[{"step": 1, "scale": 65536.0}],
+    )
+
+
+def test_json_round_trip_keeps_every_field():
+    result = _result("amp-fp16", 48.0, {"torch_max_allocated": 1_100_000_000})
+    data = result.to_dict()
+    for key in ("config", "environment", "total_time_s", "epoch_times_s", "steady_images_per_s", "peak_memory",
+                "loss_history", "test_accuracy", "skipped_steps", "warnings"):
+        assert key in data
+    assert RunResult.from_json(result.to_json()) == result
+    assert RunResult.from_dict({**data, "added_in_a_later_version": 1}) == result
+
+
+def test_compare_reproduces_the_labs_table():
+    baseline = _result("fp32", 75.0, {"nvml_device_used": 1_800_000_000, "torch_max_allocated": 1_000}, 0.50, 1000.0)
+    candidate = _result("amp-fp16", 48.0, {"nvml_device_used": 1_100_000_000}, 0.52, 1600.0)
+    c = compare(baseline, candidate)
+    assert (c.baseline_precision, c.candidate_precision) == ("fp32", "amp-fp16")
+    assert c.speedup == pytest.approx(75 / 48)
+    assert c.time_saved_pct == pytest.approx(36.0)
+    assert c.throughput_speedup == pytest.approx(1.6)
+    assert c.memory_reduction_pct == pytest.approx({"nvml_device_used": 100 * 0.7 / 1.8})  # only shared figures
+    assert c.accuracy_delta == pytest.approx(0.02)
+    assert Comparison.from_dict(c.to_dict()) == c
+
+
+def test_compare_without_throughput_or_accuracy():
+    baseline = _result("fp32", 10.0, {}, accuracy=None, steady=None)
+    candidate = _result("amp-bf16", 20.0, {}, accuracy=0.4)
+    c = compare(baseline, candidate)
+    assert c.throughput_speedup is None and c.accuracy_delta is None
+    assert c.time_saved_pct == pytest.approx(-100.0)  # slower shows as negative savings
