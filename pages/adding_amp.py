@@ -100,7 +100,7 @@ st.markdown(
     """
 The lab was written with the CUDA-only names `torch.cuda.amp.autocast()` and `torch.cuda.amp.GradScaler()`.
 They still work, but they are deprecated: today you name the device as an argument, and the same code then
-runs on a CPU too.
+runs on a CPU too. (`torch.autocast` and `torch.amp.autocast` are two names for the same thing.)
 """
 )
 old, new = st.columns(2)

@@ -51,15 +51,15 @@ table = pd.DataFrame(
         {
             "When": when(job.created_at),
             "Kind": job.kind,
-            "Label": job.label,
             "Status": job.status,
-            "Training time": training_times(job),
             "Reason": job.error or "",
+            "Training time": training_times(job),
+            "Label": job.label,
             "Job": job.id[:8] + (" (yours)" if job.id in mine else ""),
         }
         for job in jobs
     ],
-    columns=["When", "Kind", "Label", "Status", "Training time", "Reason", "Job"],
+    columns=["When", "Kind", "Status", "Reason", "Training time", "Label", "Job"],
 )
 st.caption(f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} match.")
 st.dataframe(table, hide_index=True, key="history-jobs")

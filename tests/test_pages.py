@@ -176,7 +176,7 @@ def test_experiment_end_to_end_then_results_and_history(app):
     assert texts(app.success)[0].startswith("Done in")
 
     open_page(app, "results")
-    ours, reference = app.dataframe[0].value, app.dataframe[1].value
+    ours, reference = app.table[0].value, app.table[1].value
     assert list(ours.columns) == ["Metric", "FP32", "AMP", "Improvement"]
     assert ours["Metric"].tolist()[0] == "Training time (1 epoch)"
     assert "Test accuracy" in ours["Metric"].tolist()
@@ -192,7 +192,7 @@ def test_experiment_end_to_end_then_results_and_history(app):
     jobs = app.dataframe[0].value
     assert jobs["Status"].tolist() == ["done"]
     assert jobs["Job"].tolist()[0].endswith("(yours)")
-    assert app.dataframe[1].value["Metric"].tolist()[0] == "Training time (1 epoch)"
+    assert app.table[0].value["Metric"].tolist()[0] == "Training time (1 epoch)"
     assert len(charts(app)) == 5
 
 

@@ -89,7 +89,7 @@ def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("run:N", title=None, sort=labels),
+            x=alt.X("run:N", title=None, sort=labels, axis=alt.Axis(labelAngle=0)),
             y=alt.Y("seconds:Q", title="Total training time (s)"),
             color=_color(labels),
             tooltip=[
@@ -123,7 +123,7 @@ def memory_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         alt.Chart(frame, title="Peak memory")
         .mark_bar()
         .encode(
-            x=alt.X("figure:N", title=None),
+            x=alt.X("figure:N", title=None, axis=alt.Axis(labelAngle=0)),
             xOffset=alt.XOffset("run:N", sort=labels),
             y=alt.Y("megabytes:Q", title="Peak memory (MB)"),
             color=_color(labels),
@@ -149,7 +149,7 @@ def epoch_time_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         alt.Chart(frame, title="Time per epoch")
         .mark_line(point=True)
         .encode(
-            x=alt.X("epoch:O", title="Epoch"),
+            x=alt.X("epoch:O", title="Epoch", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("seconds:Q", title="Seconds"),
             color=_color(labels),
             tooltip=[
@@ -176,11 +176,13 @@ def loss_chart(series: Mapping[str, Sequence[dict]]) -> alt.Chart:
     frame = pd.DataFrame(rows, columns=["run", "step", "epoch", "loss"])
     return (
         alt.Chart(frame, title="Training loss")
-        .mark_line(point=True)
+        .mark_line(point=True, opacity=0.85)
         .encode(
             x=alt.X("step:Q", title="Step"),
             y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False)),
             color=_color(labels),
+            # Runs from the same starting weights often overlap: dashes keep both lines visible.
+            strokeDash=alt.StrokeDash("run:N", sort=labels, legend=None),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("step:Q", title="Step"),
@@ -209,7 +211,7 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         alt.Chart(frame, title="Throughput")
         .mark_bar()
         .encode(
-            x=alt.X("run:N", title=None, sort=labels),
+            x=alt.X("run:N", title=None, sort=labels, axis=alt.Axis(labelAngle=0)),
             y=alt.Y("steady:Q", title="Images per second (after warm-up)"),
             color=_color(labels),
             tooltip=[

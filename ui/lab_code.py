@@ -20,7 +20,7 @@ with torch.cuda.amp.autocast():
 """
 CURRENT_SPELLING = """\
 scaler = torch.amp.GradScaler("cuda")
-with torch.autocast("cuda", dtype=torch.float16):  # or torch.amp.autocast("cuda", ...)
+with torch.autocast("cuda", dtype=torch.float16):
     outputs = model(inputs)
     loss = criterion(outputs, labels)
 """

@@ -107,16 +107,16 @@ def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_referen
     baseline, candidate = runs[labels[0]], runs[labels[1]]
     table = charts.comparison_table(baseline, candidate)
     if with_lab_reference:
-        ours, theirs = st.columns([3, 2])
+        ours, theirs = st.columns([4, 3])
         with ours:
             st.markdown("**Your runs, on this server**")
-            st.dataframe(table, hide_index=True, key=f"{key}-table")
+            st.table(table, hide_index=True)
         with theirs:
             st.markdown("**The lab's reference figures** (not your run)")
-            st.dataframe(charts.lab_reference_table(), hide_index=True, key=f"{key}-reference")
+            st.table(charts.lab_reference_table(), hide_index=True)
             st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
     else:
-        st.dataframe(table, hide_index=True, key=f"{key}-table")
+        st.table(table, hide_index=True)
     st.markdown(f"**What this says:** {interpret(baseline, candidate)}")
     for label, result in runs.items():
         for warning in result.warnings:
