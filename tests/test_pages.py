@@ -170,10 +170,18 @@ def test_experiment_end_to_end_then_results_and_history(app):
     assert [p.proto.text for p in app.get("progress")][0].startswith("FP32: finished")
     assert app.get("page_link")[-1].proto.label == "See the results"
 
-    # Leaving and coming back (same session) finds the job.
+    # Leaving and coming back (same session) finds the job, and the settings chosen.
     open_page(app, "overview")
     open_page(app, "run_experiment")
     assert texts(app.success)[0].startswith("Done in")
+    assert app.select_slider(key="run_subset").value == 256
+
+    # A link to this comparison opens it.
+    (job_id,) = app.session_state["amp_lab_job_ids"]
+    app.query_params["job"] = job_id
+    open_page(app, "results")
+    assert not app.error
+    assert app.selectbox[0].value == job_id
 
     open_page(app, "results")
     ours, reference = app.table[0].value, app.table[1].value
