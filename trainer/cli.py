@@ -28,10 +28,10 @@ to the end of the last, warm-up included, as the lab measures it."""
 
 # Short names for the results table; MEMORY_LABELS holds the full descriptions.
 MEMORY_SHORT = {
-    "torch_max_allocated": "Peak memory: PyTorch allocated",
-    "torch_max_reserved": "Peak memory: PyTorch reserved",
-    "nvml_device_used": "Peak memory: device used (nvidia-smi)",
-    "process_rss_growth": "Peak memory: process RSS growth",
+    "torch_max_allocated": "PyTorch allocated",
+    "torch_max_reserved": "PyTorch reserved",
+    "nvml_device_used": "device used (nvidia-smi)",
+    "process_rss_growth": "process RSS growth",
 }
 
 
@@ -217,8 +217,10 @@ def summary(result: RunResult) -> str:
         "  epoch times: " + ", ".join(f"{t:.2f} s" for t in result.epoch_times_s),
         "  epoch losses: " + ", ".join(f"{x:.3f}" for x in result.epoch_losses),
     ]
+    if result.peak_memory:
+        lines.append("  peak memory:")
     for key, value in result.peak_memory.items():
-        lines.append(f"  {MEMORY_SHORT.get(key, key).lower()}: {_mib(value)}  [{MEMORY_LABELS.get(key, key)}]")
+        lines.append(f"    {MEMORY_SHORT.get(key, key)}: {_mib(value)} ({MEMORY_LABELS.get(key, key)})")
     if result.test_accuracy is not None:
         lines.append(f"  test accuracy: {100 * result.test_accuracy:.1f}% (top-1, evaluated in {cfg.get('precision')})")
     if result.loss_scale_history:
@@ -236,14 +238,14 @@ def comparison_table(baseline: RunResult, candidate: RunResult) -> str:
     epochs = len(baseline.epoch_times_s)
     rows = [("Metric", "FP32 (baseline)", f"AMP ({candidate.precision})", "Improvement")]
     faster = f"{c.time_saved_pct:.0f}% faster" if c.time_saved_pct >= 0 else f"{-c.time_saved_pct:.0f}% slower"
-    rows.append((f"Training time ({epochs} epochs)", f"{baseline.total_time_s:.2f} s", f"{candidate.total_time_s:.2f} s",
+    rows.append((f"Training time ({epochs} epoch{'s' if epochs != 1 else ''})", f"{baseline.total_time_s:.2f} s", f"{candidate.total_time_s:.2f} s",
                  f"{faster} ({c.speedup:.2f}x)"))
     rows.append((f"Steady throughput (after {baseline.warmup_steps} warm-up steps)",
                  _rate(baseline.steady_images_per_s), _rate(candidate.steady_images_per_s),
                  f"{c.throughput_speedup:.2f}x" if c.throughput_speedup else "-"))
     for key, reduction in c.memory_reduction_pct.items():
         less = f"{reduction:.0f}% less" if reduction >= 0 else f"{-reduction:.0f}% more"
-        rows.append((MEMORY_SHORT.get(key, key), _mib(baseline.peak_memory[key]), _mib(candidate.peak_memory[key]), less))
+        rows.append((f"Peak memory: {MEMORY_SHORT.get(key, key)}", _mib(baseline.peak_memory[key]), _mib(candidate.peak_memory[key]), less))
     if c.accuracy_delta is not None:
         rows.append(("Test accuracy", f"{100 * baseline.test_accuracy:.1f}%", f"{100 * candidate.test_accuracy:.1f}%",
                      f"{100 * c.accuracy_delta:+.1f} points"))
@@ -252,6 +254,8 @@ def comparison_table(baseline: RunResult, candidate: RunResult) -> str:
     text = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     text.insert(1, "-+-".join("-" * w for w in widths))
     notes = [f"  {MEMORY_SHORT[k]}: {MEMORY_LABELS[k]}" for k in c.memory_reduction_pct if k in MEMORY_SHORT]
+    if notes:
+        notes.insert(0, "Memory figures:")
     warnings = [f"  warning ({r.precision}): {w}" for r in (baseline, candidate) for w in r.warnings]
     return "\n".join(text + notes + warnings)
 

@@ -105,28 +105,39 @@ def run_isolated(
         _stop(child)
         raise
     finally:
+        _kill_group(child.pid)
         for reader in readers:
             reader.join(timeout=TERMINATE_GRACE_S)
-        _kill_group(child.pid)
     if outcome is None:
         outcome = _crash_outcome(config, child.returncode, stderr_tail)
     return outcome
 
 
 def _follow(child, config, events: queue.Queue, on_progress, should_cancel) -> RunOutcome | None:
-    """Dispatch the child's events until its stdout closes; None when it ended without saying how."""
-    outcome = None
+    """Dispatch the child's events until it exits; None when it ended without saying how."""
+    outcome, stdout_open = None, True
     while True:
-        if should_cancel is not None and should_cancel():
+        if outcome is None and should_cancel is not None and should_cancel():
             _stop(child)
             return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+        if not stdout_open:
+            try:
+                # A child that has already reported may take a moment to exit, but not forever.
+                child.wait(timeout=TERMINATE_GRACE_S if outcome is not None else POLL_INTERVAL_S)
+            except subprocess.TimeoutExpired:
+                if outcome is None:
+                    continue
+                _stop(child)
+            return outcome
         try:
             event = events.get(timeout=POLL_INTERVAL_S)
         except queue.Empty:
+            if child.poll() is not None:
+                _kill_group(child.pid)  # orphaned DataLoader workers would hold its stdout open
             continue
-        if event is None:  # stdout closed: the child is exiting
-            child.wait()
-            return outcome
+        if event is None:
+            stdout_open = False
+            continue
         kind = event.get("event")
         if kind == "progress" and on_progress is not None:
             on_progress(Progress.from_dict(event["progress"]))
