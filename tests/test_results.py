@@ -49,3 +49,8 @@ def test_compare_without_throughput_or_accuracy():
     c = compare(baseline, candidate)
     assert c.throughput_speedup is None and c.accuracy_delta is None
     assert c.time_saved_pct == pytest.approx(-100.0)  # slower shows as negative savings
+
+
+def test_compare_survives_a_zero_time_baseline():
+    c = compare(_result("fp32", 0.0, {}), _result("amp-bf16", 1.0, {}))
+    assert c.time_saved_pct == 0.0 and c.speedup == 0.0

@@ -93,7 +93,9 @@ class Comparison:
 def compare(baseline: RunResult, candidate: RunResult) -> Comparison:
     """Speedup, time saved, memory saved per figure and accuracy change of `candidate` over `baseline`."""
     speedup = baseline.total_time_s / candidate.total_time_s if candidate.total_time_s > 0 else float("inf")
-    time_saved = 100.0 * (baseline.total_time_s - candidate.total_time_s) / baseline.total_time_s
+    time_saved = 0.0
+    if baseline.total_time_s > 0:
+        time_saved = 100.0 * (baseline.total_time_s - candidate.total_time_s) / baseline.total_time_s
     throughput = None
     if baseline.steady_images_per_s and candidate.steady_images_per_s:
         throughput = candidate.steady_images_per_s / baseline.steady_images_per_s
