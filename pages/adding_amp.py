@@ -72,7 +72,8 @@ bf16 keeps fp32's 8 exponent bits and gives up mantissa bits instead. It covers 
 about 10⁻³⁸), so gradients do not underflow and no loss scaling is needed: with `dtype=torch.bfloat16`, leave the
 scaler out (or create it with `enabled=False`, which turns its three calls into plain `backward()`, `step()`
 and nothing). The price is precision: 8 significant bits (2 to 3 decimal digits) against fp16's 11 bits (3
-to 4 digits), which training tolerates well. bf16 needs hardware support: NVIDIA GPUs from Ampere on, and recent CPUs (AVX-512 bf16, AMX).
+to 4 digits), which training tolerates well. bf16 needs hardware support: NVIDIA GPUs from Ampere on, and
+recent CPUs (AVX-512 bf16, AMX).
 """
 )
 

@@ -44,7 +44,7 @@ job_id = st.selectbox(
     "Comparison",
     ids,
     index=ids.index(requested) if requested else 0,
-    format_func=lambda i: f"{when(options[i].created_at)} · {options[i].label}" + (" (yours)" if i in mine_ids else ""),
+    format_func=lambda i: f"{when(options[i].created_at)} · {options[i].label}{' (yours)' if i in mine_ids else ''}",
 )
 job = options[job_id]
 results = job.results
@@ -53,7 +53,8 @@ if len(results) < 2:
     st.stop()
 
 runs = run_labels(results)
-st.caption(f"Job {job.id[:8]} · finished {when(job.finished_at)} · device: {results[0].environment.get('device_name')}")
+device = results[0].environment.get("device_name")
+st.caption(f"Job {job.id[:8]} · finished {when(job.finished_at)} · device: {device}")
 
 st.subheader("The lab's table")
 comparison_summary(runs, key="results", with_lab_reference=True)

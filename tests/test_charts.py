@@ -68,7 +68,8 @@ def test_epoch_time_chart_draws_one_line_per_run(runs):
     assert spec["mark"]["type"] == "line"
     assert spec["encoding"]["x"]["field"] == "epoch" and spec["encoding"]["color"]["field"] == "run"
     assert {"run", "epoch", "seconds"} <= set(tooltip_fields(spec))
-    assert [(r["run"], r["epoch"]) for r in rows(chart)] == [("FP32", 1), ("FP32", 2), ("AMP (fp16)", 1), ("AMP (fp16)", 2)]
+    points = [(r["run"], r["epoch"]) for r in rows(chart)]
+    assert points == [("FP32", 1), ("FP32", 2), ("AMP (fp16)", 1), ("AMP (fp16)", 2)]
     assert rows(chart)[0]["seconds"] == pytest.approx(45.0)
 
 
@@ -129,6 +130,7 @@ def test_format_bytes_uses_decimal_units_like_the_lab(count, text):
 
 
 def test_chart_and_table_builders_do_not_import_streamlit():
-    code = "import sys, ui.charts, ui.interpret, ui.exports, ui.experiment, ui.choices; print('streamlit' in sys.modules)"
+    modules = "ui.charts, ui.interpret, ui.exports, ui.experiment, ui.choices, ui.lab_code"
+    code = f"import sys, {modules}; print('streamlit' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.stdout.strip() == "False", done.stderr

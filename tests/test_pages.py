@@ -115,7 +115,8 @@ def test_out_of_range_values_in_session_state_are_refused(app):
     open_page(app, "run_experiment")
     errors = texts(app.error)
     assert "Epochs 99 set in the session state is not allowed here: choose 1 to 20. Using 5 instead." in errors
-    assert any(e.startswith("Batch size 100 set in the session state is not allowed here: choose 32, 64") for e in errors)
+    refused_batch = "Batch size 100 set in the session state is not allowed here: choose 32, 64"
+    assert any(e.startswith(refused_batch) for e in errors)
     assert app.select_slider(key="run_epochs").value == 5
     assert app.select_slider(key="run_batch_size").value == 256
 

@@ -18,23 +18,24 @@ def checked_script():
 
 
 def test_a_bad_value_in_session_state_is_refused_with_a_message():
-    at = AppTest.from_function(checked_script)
+    at = AppTest.from_function(checked_script, default_timeout=60)
     at.session_state["run_epochs"] = 99
     at.run()
     assert not at.exception
-    assert at.error[0].value == "Epochs 99 set in the session state is not allowed here: choose 1 to 20. Using 5 instead."
+    refused = "Epochs 99 set in the session state is not allowed here: choose 1 to 20. Using 5 instead."
+    assert at.error[0].value == refused
     assert at.select_slider(key="run_epochs").value == 5
 
 
 def test_query_params_preset_a_value_once_and_refuse_bad_ones():
-    at = AppTest.from_function(checked_script)
+    at = AppTest.from_function(checked_script, default_timeout=60)
     at.query_params["epochs"] = "7"
     at.run()
     assert not at.error and at.select_slider(key="run_epochs").value == 7
     at.select_slider(key="run_epochs").set_value(9).run()
     assert at.select_slider(key="run_epochs").value == 9  # the same address does not undo the learner's change
 
-    bad = AppTest.from_function(checked_script)
+    bad = AppTest.from_function(checked_script, default_timeout=60)
     bad.query_params["epochs"] = "lots"
     bad.run()
     assert not bad.exception
@@ -43,10 +44,10 @@ def test_query_params_preset_a_value_once_and_refuse_bad_ones():
 
 
 def test_the_session_id_stays_the_same_across_reruns():
-    at = AppTest.from_function(checked_script).run()
+    at = AppTest.from_function(checked_script, default_timeout=60).run()
     first = at.markdown[0].value
     assert first == at.run().markdown[0].value
-    assert first != AppTest.from_function(checked_script).run().markdown[0].value
+    assert first != AppTest.from_function(checked_script, default_timeout=60).run().markdown[0].value
 
 
 def manager_script():
@@ -62,13 +63,13 @@ def manager_script():
 def test_one_job_manager_per_state_folder(tmp_path, monkeypatch):
     try:
         monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "a"))
-        first = AppTest.from_function(manager_script).run()
-        again = AppTest.from_function(manager_script).run()
+        first = AppTest.from_function(manager_script, default_timeout=60).run()
+        again = AppTest.from_function(manager_script, default_timeout=60).run()
         assert first.markdown[0].value == again.markdown[0].value  # shared by every session
         assert first.markdown[1].value == "same: True"
         assert str(tmp_path / "a" / "history.sqlite3") in first.markdown[0].value
         monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "b"))
-        other = AppTest.from_function(manager_script).run()
+        other = AppTest.from_function(manager_script, default_timeout=60).run()
         assert str(tmp_path / "b" / "history.sqlite3") in other.markdown[0].value
     finally:
         st.cache_resource.clear()
@@ -76,7 +77,8 @@ def test_one_job_manager_per_state_folder(tmp_path, monkeypatch):
 
 def test_a_misconfigured_server_shows_one_line_instead_of_a_traceback(monkeypatch):
     monkeypatch.setenv("AMP_LAB_MAX_EPOCHS", "many")
-    at = AppTest.from_function(manager_script).run()
+    at = AppTest.from_function(manager_script, default_timeout=60).run()
     assert not at.exception
-    assert at.error[0].value == "The server is not set up correctly: AMP_LAB_MAX_EPOCHS must be a whole number, got 'many'"
+    message = "The server is not set up correctly: AMP_LAB_MAX_EPOCHS must be a whole number, got 'many'"
+    assert at.error[0].value == message
 
