@@ -220,3 +220,17 @@ def test_quick_demo_leads_to_the_run_page_and_can_be_cancelled(app):
     jobs = app.dataframe[0].value
     assert jobs["Status"].tolist() == ["cancelled"]
     assert jobs["Reason"].tolist()[0].startswith("cancelled by its owner")
+
+
+def test_a_full_queue_is_refused_with_one_line(app, monkeypatch):
+    monkeypatch.setenv("AMP_LAB_MAX_QUEUED_PER_SESSION", "1")
+    for key, value in TINY.items():
+        app.session_state[key] = value
+    open_page(app, "run_experiment")
+    app.button[0].click().run()
+    assert not app.error
+    app.button[0].click().run()
+    assert not app.exception
+    assert texts(app.error) == [
+        "you already have 1 job waiting; wait for one to finish or cancel it (this server allows 1 per session)"
+    ]
