@@ -93,6 +93,10 @@ except TrainerError as err:
     st.stop()
 
 st.altair_chart(format_range_chart(table, values["summaries"]), width="stretch")
+st.caption(
+    "Black ticks on a format: its smallest subnormal, smallest normal, spacing near 1 (epsilon) and largest value. "
+    "On the model's rows: the median magnitude. Hover for the numbers."
+)
 fp16 = values["gradients_fp16"]
 st.markdown(
     f"""

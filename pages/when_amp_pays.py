@@ -7,6 +7,7 @@ from trainer.config import RunConfig
 from trainer.errors import TrainerError
 from trainer.estimate import estimate_run_seconds
 from trainer.jobs import JobSpec, JobView
+from trainer.results import MEMORY_LABELS
 from trainer.sweep import (
     DEFAULT_STEPS_PER_RUN,
     MAX_SWEEP_RUNS,
@@ -109,14 +110,15 @@ def show_sweep(job: JobView) -> None:
     st.altair_chart(sweep_speedup_chart(rows), width="stretch")
     labels = {r["memory_label"] for r in rows if r["memory_label"]}
     if labels:
-        st.caption("Memory figure: " + ", ".join(sorted(labels)) + " (see the Results page for what each means).")
+        st.caption("Memory figure: " + "; ".join(MEMORY_LABELS.get(label, label) for label in sorted(labels)) + ".")
     st.dataframe(
         [
             {
                 "precision": r["precision"], "batch": r["batch_size"], "width": r["width"], "status": r["status"],
                 "images/s": None if r["images_per_s"] is None else round(r["images_per_s"]),
                 "peak memory": format_bytes(r["peak_memory_bytes"]) if r["peak_memory_bytes"] else "-",
-                "speedup vs fp32": None if r["speedup"] is None else round(r["speedup"], 2),
+                "speedup vs fp32": "baseline" if r["precision"] == "fp32" else
+                ("-" if r["speedup"] is None else f"{r['speedup']:.2f}x"),
             }
             for r in rows
         ],

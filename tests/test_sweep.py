@@ -91,7 +91,7 @@ def test_verdict_everywhere_per_width_and_mixed():
     assert "At width 2, amp-bf16 did not pay off" in text
     mixed = summarize_sweep([result("fp32", 64, 100.0), result("amp-bf16", 64, 150.0),
                              result("fp32", 128, 100.0), result("amp-bf16", 128, 100.0)])
-    assert "paid off at batch 64 (1.50x) but not at 128 (1.00x)" in verdict(mixed)
+    assert "paid off at batch 64 (1.50x) but not at 128 (1.00x). Results that jump around" in verdict(mixed)
     assert verdict([]) == "The sweep has no finished runs yet."
 
 

@@ -166,7 +166,10 @@ def _width_verdict(rows: list[SweepRow], width: int | None) -> str:
         )
     won = ", ".join(f"{r.batch_size} ({r.speedup:.2f}x)" for r in paying)
     lost = ", ".join(f"{r.batch_size} ({r.speedup:.2f}x)" for r in paired if r not in paying)
-    return f"{at}{mode} paid off at batch {won} but not at {lost}: the gain here is small next to the noise."
+    return (
+        f"{at}{mode} paid off at batch {won} but not at {lost}. Results that jump around like this mean the "
+        "gain is within the run-to-run noise, or the machine was busy: run the sweep again before trusting it."
+    )
 
 
 def _sweep_row(item) -> SweepRow:

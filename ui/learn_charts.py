@@ -59,14 +59,15 @@ def format_range_chart(table: list[FormatRange], value_summaries: list[dict] | N
         medians.append({"row": name, "landmark": "median |value|", "value": summary["median"]})
     order = [row.format for row in table] + [b["row"] for b in bands[::2]]
     x = alt.X("low:Q", title="|value| (log scale)", scale=alt.Scale(type="log"), axis=alt.Axis(format=".0e"))
-    y = alt.Y("row:N", title=None, sort=order)
+    y = alt.Y("row:N", title=None, sort=order, axis=alt.Axis(labelLimit=220))
     part_colours = {
         "subnormal range": "#c6dbef",
         "normal range": "#4c78a8",
         "model values (min-max)": "#fdd0a2",
         "model values (1st-99th percentile)": "#f58518",
     }
-    colour = alt.Color("part:N", title="range", scale=alt.Scale(domain=list(part_colours), range=list(part_colours.values())))
+    colour = alt.Color("part:N", title="range", legend=alt.Legend(labelLimit=300),
+                       scale=alt.Scale(domain=list(part_colours), range=list(part_colours.values())))
     ranges = (
         alt.Chart(pd.DataFrame(segments + bands))
         .mark_bar(height=14)
@@ -77,7 +78,7 @@ def format_range_chart(table: list[FormatRange], value_summaries: list[dict] | N
     landmarks = (
         alt.Chart(pd.DataFrame(marks + medians))
         .mark_tick(thickness=2, size=22, color="black")
-        .encode(x=alt.X("value:Q", scale=alt.Scale(type="log")), y=y, shape=alt.Shape("landmark:N"),
+        .encode(x=alt.X("value:Q", scale=alt.Scale(type="log")), y=y,
                 tooltip=["row:N", "landmark:N", alt.Tooltip("value:Q", format=".4e")])
     )
     return alt.layer(ranges, landmarks).properties(title="Where each format can represent numbers", height=alt.Step(34))
@@ -96,7 +97,10 @@ def gradient_histogram_chart(bins: list[HistogramBin], scale_exponent: int = 0) 
         .encode(
             x=alt.X("log2_low:Q", title=f"log2 |gradient × 2^{scale_exponent}|"),
             x2="log2_high:Q",
-            y=alt.Y("count:Q", title="number of values"),
+            # symlog keeps the few values that vanish visible next to bins of hundreds of thousands
+            y=alt.Y("count:Q", title="number of values (symlog scale)", scale=alt.Scale(type="symlog"),
+                    axis=alt.Axis(values=[0] + [10**k for k in range(1, 10)], format="~s")),
+            y2=alt.datum(0),
             color=alt.Color("fate:N", title="in fp16", scale=alt.Scale(domain=list(FATE_COLOURS),
                                                                           range=list(FATE_COLOURS.values()))),
             tooltip=[alt.Tooltip("log2_low:Q", title="from 2^"), alt.Tooltip("count:Q"),
@@ -113,8 +117,8 @@ def gradient_histogram_chart(bins: list[HistogramBin], scale_exponent: int = 0) 
         .mark_rule(strokeDash=[4, 3], color="black")
         .encode(x="log2:Q", tooltip=["threshold:N", alt.Tooltip("log2:Q", format=".2f", title="log2")])
     )
-    labels = rules.mark_text(angle=270, align="left", dx=4, dy=-6, fontSize=11).encode(text="threshold:N", y=alt.value(4))
-    return alt.layer(bars, rules, labels).properties(title="Gradient magnitudes against fp16's range")
+    labels = rules.mark_text(angle=270, align="right", dy=-6, fontSize=11).encode(text="threshold:N", y=alt.value(4))
+    return alt.layer(bars, rules, labels).properties(title="Gradient magnitudes against fp16's range", height=300)
 
 
 def scale_sweep_chart(outcomes: list[ScaleOutcome], selected_exponent: int | None = None) -> alt.Chart:
@@ -145,7 +149,8 @@ def scale_trace_chart(points: list[dict], skipped_steps: list[int], title: str =
     """The loss scale (log2 axis) per step, with steps the scaler skipped marked in red."""
     frame = pd.DataFrame(points, columns=["step", "scale"])
     frame["skipped"] = frame["step"].isin(set(skipped_steps))
-    y = alt.Y("scale:Q", title="loss scale", scale=alt.Scale(type="log", base=2), axis=alt.Axis(format="~s"))
+    y = alt.Y("scale:Q", title="loss scale", scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(values=_powers_of_two(frame["scale"]), format=",.0f"))
     line = (
         alt.Chart(frame)
         .mark_line(interpolate="step-after")
@@ -171,9 +176,10 @@ def dtype_grid_chart(rows: list[dict]) -> alt.Chart:
     ]
     layer_order = list(dict.fromkeys(cell["layer"] for cell in cells))
     base = alt.Chart(pd.DataFrame(cells)).encode(
-        x=alt.X("tensor:N", title=None, sort=list(columns.values()), axis=alt.Axis(labelAngle=-30)),
-        y=alt.Y("layer:N", title=None, sort=layer_order),
-    )
+        x=alt.X("tensor:N", title=None, sort=list(columns.values()),
+                axis=alt.Axis(labelAngle=-45, labelOverlap=False)),
+        y=alt.Y("layer:N", title=None, sort=layer_order, axis=alt.Axis(labelLimit=220)),
+    ).properties(width=alt.Step(26), height=alt.Step(22))
     grid = base.mark_rect(stroke="white").encode(
         color=alt.Color("dtype:N", scale=alt.Scale(domain=list(DTYPE_COLOURS), range=list(DTYPE_COLOURS.values()))),
         tooltip=["mode:N", "layer:N", "tensor:N", "dtype:N"],
@@ -213,8 +219,7 @@ def sweep_chart(rows: list[dict], field: str, title: str, axis_title: str, axis_
         .encode(
             x=alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2)),
             y=alt.Y(f"{field}:Q", title=axis_title, axis=alt.Axis(format=axis_format)),
-            color=alt.Color("precision:N", title="precision",
-                            scale=alt.Scale(domain=list(PRECISION_COLOURS), range=list(PRECISION_COLOURS.values()))),
+            color=alt.Color("precision:N", title="precision", scale=_precision_scale(frame["precision"])),
             strokeDash=alt.StrokeDash("width:N", title="width"),
             detail="series:N",
             tooltip=["precision:N", "batch_size:Q", "width:N", alt.Tooltip(f"{field}:Q", format=axis_format)],
@@ -231,6 +236,22 @@ def sweep_speedup_chart(rows: list[dict]) -> alt.LayerChart:
         y="speedup:Q", tooltip=[alt.Tooltip("speedup:Q", title="break-even")]
     )
     return alt.layer(line, even)
+
+
+def _precision_scale(precisions: pd.Series) -> alt.Scale:
+    """The project's colour per precision, for the precisions present only (so the legend lists no others)."""
+    present = [p for p in PRECISION_COLOURS if p in set(precisions)] or list(PRECISION_COLOURS)
+    return alt.Scale(domain=present, range=[PRECISION_COLOURS[p] for p in present])
+
+
+def _powers_of_two(values: pd.Series) -> list[float]:
+    """Axis ticks at every power of two the values span (loss scales are powers of two by default)."""
+    positive = values[values > 0]
+    if positive.empty:
+        return []
+    low, high = math.floor(math.log2(positive.min())), math.ceil(math.log2(positive.max()))
+    step = max(1, (high - low) // 12)  # at most about a dozen ticks
+    return [2.0**k for k in range(low, high + 1, step)]
 
 
 def _fate(log2_low: int) -> str:
