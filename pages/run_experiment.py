@@ -37,6 +37,16 @@ page while it runs and come back.
 """
 )
 
+with st.expander("This server's limits (set by the instructor)"):
+    st.table(
+        [
+            {"Limit": meaning, "Value": "none" if value is None else str(value)}
+            for name, _, value, meaning in settings.describe()
+            if name.startswith("max_")
+        ],
+        hide_index=True,
+    )
+
 session.apply_query_params(list(choices.values()))
 for choice in choices.values():
     session.checked_state(choice)

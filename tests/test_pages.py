@@ -107,6 +107,8 @@ def test_instructor_limits_cap_the_sliders(app, monkeypatch):
     open_page(app, "run_experiment")
     assert app.select_slider(key="run_epochs").options == ["1", "2", "3"]
     assert app.select_slider(key="run_batch_size").options[-1] == "512"
+    limits = app.table[0].value
+    assert limits.loc[limits["Limit"] == "most epochs one run may train", "Value"].tolist() == ["3"]
 
 
 def test_out_of_range_values_in_session_state_are_refused(app):
