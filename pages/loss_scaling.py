@@ -188,13 +188,15 @@ init_exponent = left.select_slider("Initial scale", options=list(range(MAX_SCALE
 growth_factor = left.number_input("Growth factor", min_value=1.1, max_value=16.0, value=2.0, step=0.5)
 backoff_factor = left.number_input("Backoff factor", min_value=0.05, max_value=0.95, value=0.5, step=0.05)
 growth_interval = left.number_input("Growth interval (good steps before growing)", min_value=1, max_value=5000,
-                                    value=100, step=10, help="PyTorch's default is 2000; 100 shows growth in a short trace.")
+                                    value=100, step=10,
+                                    help="PyTorch's default is 2000; 100 shows growth in a short trace.")
 steps = right.slider("Steps", min_value=20, max_value=2000, value=400, step=20)
 grad_exponent = right.select_slider("Largest |gradient| in a step (before scaling)", options=list(range(-12, 9)),
                                     value=1, format_func=lambda k: f"2^{k} = {2.0**k:g}")
 spikes_text = right.text_input("Extra steps with inf/NaN gradients", value="250",
                                help="A bad batch or a loss spike; write steps like 3, 10-12, 40.")
-st.caption(f"The lab model's largest weight gradient in the capture above was {views['weight gradients']['largest']:.3g}.")
+largest = views["weight gradients"]["largest"]
+st.caption(f"The lab model's largest weight gradient in the capture above was {largest:.3g}.")
 try:
     spikes = parse_steps(spikes_text, steps)
     trace = simulate_gradients(

@@ -232,7 +232,8 @@ elif plan and st.button("Queue the sweep", type="primary"):
 st.subheader("3. Sweep results")
 sweeps = sweep_jobs()
 if not sweeps:
-    st.info("No sweep on this server yet: queue one above. Finished sweeps stay in the history and can be reopened here.")
+    st.info("No sweep on this server yet: queue one above. Finished sweeps stay in the history and can be "
+            "reopened here.")
 else:
     by_id = {job.id: job for job in sweeps}
     chosen = st.selectbox("Sweep", list(by_id), format_func=lambda job_id: sweep_label(by_id[job_id]),

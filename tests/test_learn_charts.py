@@ -44,7 +44,10 @@ def test_gradient_histogram_moves_with_the_scale_and_marks_thresholds():
     bins = log2_histogram(values)
     unscaled = learn_charts.gradient_histogram_chart(bins, 0)
     scaled = learn_charts.gradient_histogram_chart(bins, 10)
-    fates = lambda chart: {r["log2_low"]: r["fate"] for data in layer_data(chart) for r in data if "fate" in r}  # noqa: E731
+
+    def fates(chart):
+        return {r["log2_low"]: r["fate"] for data in layer_data(chart) for r in data if "fate" in r}
+
     assert fates(unscaled)[-30] == "becomes zero" and fates(unscaled)[-20] == "subnormal (fewer bits)"
     assert fates(scaled)[-20] == "subnormal (fewer bits)" and fates(scaled)[-10] == "normal"
     assert fates(learn_charts.gradient_histogram_chart(bins, 16))[16] == "overflows to inf"

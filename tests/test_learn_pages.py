@@ -153,7 +153,8 @@ def test_when_amp_pays_page_without_history(app):
 
 def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     sweep = [make_result(p, config={"batch_size": b, "width": 1}, steady_images_per_s=ips)
-             for p, b, ips in (("fp32", 64, 100.0), ("amp-bf16", 64, 104.0), ("fp32", 256, 100.0), ("amp-bf16", 256, 150.0))]
+             for p, b, ips in (("fp32", 64, 100.0), ("amp-bf16", 64, 104.0),
+                               ("fp32", 256, 100.0), ("amp-bf16", 256, 150.0))]
     save_finished_job(state_dir, "sweep", "sweep: fp32 vs amp-bf16", sweep)
     breakdown = [make_result("fp32", config={"loader": loader}, data_wait_s=wait, compute_s=2.0)
                  for loader, wait in (("dataloader", 3.0), ("resident", 0.1))]

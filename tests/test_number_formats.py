@@ -95,7 +95,8 @@ def test_spacing_near_one_is_epsilon_and_nan_is_classified():
 
 @pytest.mark.parametrize(
     "text,value",
-    [("0.1", 0.1), ("1e-5", 1e-5), (" -3 ", -3.0), ("1/3", 1 / 3), ("2^-24", 2.0**-24), ("-2**10", -1024.0), ("inf", math.inf)],
+    [("0.1", 0.1), ("1e-5", 1e-5), (" -3 ", -3.0), ("1/3", 1 / 3), ("2^-24", 2.0**-24), ("-2**10", -1024.0),
+     ("inf", math.inf)],
 )
 def test_parse_value(text, value):
     assert parse_value(text) == value

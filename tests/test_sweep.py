@@ -7,7 +7,6 @@ from trainer.loop import run_training
 from trainer.results import RunResult
 from trainer.sweep import (
     BreakdownRow,
-    SweepRow,
     breakdown_sentence,
     largest_fitting,
     plan_breakdown,
@@ -69,7 +68,8 @@ def test_summarize_keeps_failed_runs():
 
 def test_verdict_from_which_batch_amp_pays():
     rows = summarize_sweep([result("fp32", b, 100.0) for b in (64, 256, 512, 1024)]
-                           + [result("amp-fp16", b, s) for b, s in ((64, 98.0), (256, 101.0), (512, 130.0), (1024, 190.0))])
+                           + [result("amp-fp16", b, s)
+                              for b, s in ((64, 98.0), (256, 101.0), (512, 130.0), (1024, 190.0))])
     text = verdict(rows)
     assert "amp-fp16 pays off from batch 512 on" in text and "1.30x" in text and "1.90x at batch 1024" in text
 
@@ -100,7 +100,9 @@ def test_a_real_tiny_sweep_through_the_trainer():
     plan = [RunConfig.from_dict({**c.to_dict(), "subset": 128, "test_subset": 32}) for c in plan]
     results = [run_training(config) for config in plan]
     rows = summarize_sweep(results)
-    assert [(r.precision, r.batch_size) for r in rows] == [("fp32", 32), ("amp-bf16", 32), ("fp32", 64), ("amp-bf16", 64)]
+    assert [(r.precision, r.batch_size) for r in rows] == [
+        ("fp32", 32), ("amp-bf16", 32), ("fp32", 64), ("amp-bf16", 64)
+    ]
     assert all(r.status == "ok" and r.images_per_s > 0 and r.peak_memory_bytes is not None for r in rows)
     assert rows[1].speedup == pytest.approx(rows[1].images_per_s / rows[0].images_per_s)
     text = verdict(rows)

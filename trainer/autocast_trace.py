@@ -80,7 +80,9 @@ def dtype_name(dtype: torch.dtype | None) -> str:
     return "-" if dtype is None else str(dtype).removeprefix("torch.")
 
 
-def trace_dtypes(mode: str, device: torch.device | str = "cpu", batch_size: int = 8, width: int = 1, seed: int = 0) -> AutocastTrace:
+def trace_dtypes(
+    mode: str, device: torch.device | str = "cpu", batch_size: int = 8, width: int = 1, seed: int = 0
+) -> AutocastTrace:
     """One forward + backward of SimpleCNN in `mode` on `device`, with every leaf layer's dtypes."""
     if mode not in TRACE_MODES:
         raise ConfigError(f"unknown trace mode {mode!r}: choose one of {', '.join(TRACE_MODES)}")

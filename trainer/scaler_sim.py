@@ -34,8 +34,9 @@ class ScalerSettings:
             raise ConfigError(f"growth factor must be above 1, got {self.growth_factor}")
         if not 0.0 < self.backoff_factor < 1.0:
             raise ConfigError(f"backoff factor must be between 0 and 1, got {self.backoff_factor}")
-        if isinstance(self.growth_interval, bool) or not isinstance(self.growth_interval, int) or self.growth_interval < 1:
-            raise ConfigError(f"growth interval must be a whole number of steps, at least 1, got {self.growth_interval}")
+        interval = self.growth_interval
+        if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
+            raise ConfigError(f"growth interval must be a whole number of steps, at least 1, got {interval}")
         return self
 
     def to_dict(self) -> dict:

@@ -73,7 +73,8 @@ def format_range_chart(table: list[FormatRange], value_summaries: list[dict] | N
         .mark_bar(height=14)
         .encode(x=x, x2="high:Q", y=y, color=colour,
                 tooltip=[alt.Tooltip("row:N", title="row"), "part:N",
-                         alt.Tooltip("low:Q", format=".3e", title="from"), alt.Tooltip("high:Q", format=".3e", title="to")])
+                         alt.Tooltip("low:Q", format=".3e", title="from"),
+                         alt.Tooltip("high:Q", format=".3e", title="to")])
     )
     landmarks = (
         alt.Chart(pd.DataFrame(marks + medians))
@@ -145,7 +146,9 @@ def scale_sweep_chart(outcomes: list[ScaleOutcome], selected_exponent: int | Non
     )
 
 
-def scale_trace_chart(points: list[dict], skipped_steps: list[int], title: str = "Loss scale over steps") -> alt.LayerChart:
+def scale_trace_chart(
+    points: list[dict], skipped_steps: list[int], title: str = "Loss scale over steps"
+) -> alt.LayerChart:
     """The loss scale (log2 axis) per step, with steps the scaler skipped marked in red."""
     frame = pd.DataFrame(points, columns=["step", "scale"])
     frame["skipped"] = frame["step"].isin(set(skipped_steps))
@@ -160,7 +163,8 @@ def scale_trace_chart(points: list[dict], skipped_steps: list[int], title: str =
     skipped = (
         alt.Chart(frame[frame["skipped"]])
         .mark_point(color="#d62728", filled=True, size=60, shape="triangle-down")
-        .encode(x="step:Q", y=y, tooltip=[alt.Tooltip("step:Q", title="skipped step"), alt.Tooltip("scale:Q", format=",.0f")])
+        .encode(x="step:Q", y=y,
+                tooltip=[alt.Tooltip("step:Q", title="skipped step"), alt.Tooltip("scale:Q", format=",.0f")])
     )
     return alt.layer(line, skipped).properties(title=title)
 
