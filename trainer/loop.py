@@ -138,7 +138,7 @@ class _Timeline:
     epoch_times: list[float] = field(default_factory=list)
     epoch_losses: list[float] = field(default_factory=list)
     loss_history: list[dict] = field(default_factory=list)
-    scale: ScaleTracker | None = None
+    scale: ScaleTracker | None = None  # loss-scale history and skipped steps (empty without a scaler)
     data_wait_s: float = 0.0
     compute_s: float = 0.0
 
@@ -172,11 +172,9 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
 def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, batches, reporter, should_cancel):
     """The timed part. Clock reads (each after a device sync) happen only at the first batch, the end of
     warm-up, log points, epoch ends and the end, unless config.breakdown asks for two per step."""
-    tl = _Timeline()
-    steps_per_epoch = len(batches)
-    reporter.start_training(steps_per_epoch)
+    tl = _Timeline(scale=ScaleTracker(scaler))
+    reporter.start_training(len(batches))
     window, epoch_meter = LossMeter(device), LossMeter(device)
-    tl.scale = ScaleTracker(scaler)
     model.train()
     tl.t_start = epoch_start = clock(device)
     if config.warmup_steps == 0:
