@@ -31,7 +31,7 @@ More exponent bits mean a wider *range*; more mantissa bits mean finer *precisio
 | format | sign | exponent | mantissa | what it is good for |
 |---|---|---|---|---|
 | fp32 | 1 | 8 | 23 | the default: wide range, about 7 significant digits |
-| fp16 | 1 | 5 | 10 | fast on Tensor Cores, about 3 digits; a *narrow range*: overflows above 65504, tiny values vanish |
+| fp16 | 1 | 5 | 10 | fast on Tensor Cores, about 3 digits; *narrow range*: overflows above 65504, tiny values vanish |
 | bf16 | 1 | 8 | 7 | fp32's range in 16 bits, only 2-3 digits; no loss scaling needed |
 """
 )
