@@ -73,6 +73,7 @@ def follow_tiny_run(job_id: str) -> None:
         return
     if job.finished:
         if job.status != "done":
+            st.session_state.pop(TINY_RUN_KEY, None)  # offer the button again on the next rerun
             st.error(f"The tiny run did not finish: {job.error}")
             return
         st.rerun()
