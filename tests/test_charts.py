@@ -87,6 +87,9 @@ def test_loss_chart_takes_live_points_and_an_empty_run():
     chart = charts.loss_chart({"FP32": [{"step": 1, "epoch": 1, "loss": 2.3}], "AMP (bf16)": []})
     assert rows(chart) == [{"run": "FP32", "step": 1, "epoch": 1, "loss": 2.3}]
     assert chart.to_dict()["encoding"]["color"]["scale"]["domain"] == ["FP32", "AMP (bf16)"]
+    assert "scale" not in chart.to_dict()["encoding"]["x"]
+    live = charts.loss_chart({"FP32": [{"step": 1, "epoch": 1, "loss": 2.3}]}, last_step=40)
+    assert live.to_dict()["encoding"]["x"]["scale"]["domain"] == [0, 40]
 
 
 def test_throughput_chart_leaves_out_runs_without_a_steady_figure():

@@ -165,8 +165,11 @@ def loss_series(runs: Mapping[str, RunResult]) -> dict[str, list[dict]]:
     return {label: result.loss_history for label, result in runs.items()}
 
 
-def loss_chart(series: Mapping[str, Sequence[dict]]) -> alt.Chart:
-    """Training loss against the global step, overlaid per run; works for live points as well as results."""
+def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = None) -> alt.Chart:
+    """Training loss against the global step, overlaid per run; works for live points as well as results.
+
+    `last_step` fixes the step axis to the whole run, so a live chart fills in from left to right.
+    """
     labels = list(series)
     rows = [
         {"run": label, "step": point["step"], "epoch": point.get("epoch"), "loss": point["loss"]}
@@ -178,8 +181,13 @@ def loss_chart(series: Mapping[str, Sequence[dict]]) -> alt.Chart:
         alt.Chart(frame, title="Training loss")
         .mark_line(point=True, opacity=0.85)
         .encode(
-            x=alt.X("step:Q", title="Step"),
-            y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False)),
+            x=alt.X(
+                "step:Q",
+                title="Step",
+                axis=alt.Axis(format="d", tickMinStep=1),
+                scale=alt.Scale(domain=[0, last_step]) if last_step else alt.Undefined,
+            ),
+            y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False), axis=alt.Axis(format=".2f")),
             color=_color(labels),
             # Runs from the same starting weights often overlap: dashes keep both lines visible.
             strokeDash=alt.StrokeDash("run:N", sort=labels, legend=None),

@@ -84,7 +84,8 @@ def job_panel(job: JobView, session: str, manager) -> None:
         if points
     }
     if live and not job.finished:
-        st.altair_chart(charts.loss_chart(live), width="stretch")
+        last_step = job.progress.total_steps if job.progress else None
+        st.altair_chart(charts.loss_chart(live, last_step=last_step), width="stretch")
     if job.status == "done":
         st.success(f"Done in {format_seconds((job.finished_at or 0) - (job.started_at or 0))}.")
         st.page_link(RESULTS_PAGE, label="See the results", icon="📊")
