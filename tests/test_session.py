@@ -1,7 +1,12 @@
 """Session glue: one job manager per settings, a stable session id, and refusing bad values with a message."""
 
+import pytest
 import streamlit as st
+import torch
 from streamlit.testing.v1 import AppTest
+
+from trainer.errors import TrainerError
+from ui import session
 
 
 def checked_script():
@@ -82,3 +87,12 @@ def test_a_misconfigured_server_shows_one_line_instead_of_a_traceback(monkeypatc
     message = "The server is not set up correctly: AMP_LAB_MAX_EPOCHS must be a whole number, got 'many'"
     assert at.error[0].value == message
 
+
+
+def test_the_gpu_is_described_by_a_child_process_so_this_one_opens_no_cuda_context():
+    if torch.cuda.is_available():
+        assert session._hardware_for("cuda").device_type == "cuda"
+        assert not torch.cuda.is_initialized()
+    else:
+        with pytest.raises(TrainerError, match="could not query the GPU"):
+            session._hardware_for("cuda")
