@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,19 @@ def test_compare_runs_both_modes_and_prints_the_table(tmp_path, capsys):
     assert saved["candidate"]["config"]["precision"] == "amp-bf16"
     assert saved["comparison"]["speedup"] == pytest.approx(
         saved["baseline"]["total_time_s"] / saved["candidate"]["total_time_s"])
+
+
+def test_ctrl_c_exits_130_with_one_line():
+    child = subprocess.Popen([sys.executable, "-m", "trainer", "run", *TINY, "--subset", "4096", "--log-every", "1"],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        for line in child.stdout:
+            if line.startswith("[Epoch: 1"):
+                child.send_signal(signal.SIGINT)
+                break
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 130
+    assert _one_line(stderr) == "python -m trainer: error: cancelled before the run finished"

@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         _error_line(str(exc))
         return EXIT_BAD_ARGUMENTS
     except (CancelledError, KeyboardInterrupt):
-        _error_line("cancelled")
+        _error_line("cancelled before the run finished")
         return EXIT_CANCELLED
     except TrainerError as exc:  # DatasetError, OutOfMemoryError
         _error_line(str(exc))
