@@ -7,7 +7,7 @@ st.set_page_config(page_title="AMP Lab", page_icon="⚡", layout="wide")
 navigation = st.navigation(
     {
         "Learn": [
-            st.Page("pages/overview.py", title="Overview", url_path="overview", default=True),
+            st.Page("pages/overview.py", title="Overview", default=True),
             st.Page("pages/fp32_baseline.py", title="The fp32 baseline", url_path="baseline"),
             st.Page("pages/adding_amp.py", title="Adding AMP", url_path="adding-amp"),
             st.Page("pages/number_formats.py", title="Number formats", url_path="number-formats"),
