@@ -38,6 +38,7 @@ install: $(PY)
 	fi
 
 $(PY):
-	@command -v $(PYTHON) >/dev/null || { echo "$(PYTHON) not found: install Python 3.11, or run make PYTHON=/path/to/python3.11"; exit 1; }
+	@command -v $(PYTHON) >/dev/null || \
+		{ echo "$(PYTHON) not found: install Python 3.11, or run make PYTHON=/path/to/python3.11"; exit 1; }
 	@echo "==> installing: creating the virtual environment $(VENV) with $(PYTHON)"
 	$(PYTHON) -m venv $(VENV)

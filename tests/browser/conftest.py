@@ -35,6 +35,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 SERVER_START_TIMEOUT_S = 90
 DEFAULT_WAIT_MS = 30_000
+MAX_SHOT_HEIGHT = 12_000
 
 _skipped_while_required: list[str] = []
 
@@ -158,6 +159,32 @@ def _screenshot_name(nodeid_name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid_name).strip("_") + ".png"
 
 
+def save_full_page(page, path: Path) -> None:
+    """Streamlit scrolls inside its main area, not the document, so a full-page screenshot alone stops at the
+    viewport: grow the viewport to the main area's height for the shot, then restore it."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size
+    height = page.evaluate(
+        "() => (document.querySelector('[data-testid=\"stMain\"]') || document.documentElement).scrollHeight"
+    )
+    page.set_viewport_size({"width": size["width"], "height": min(max(height, size["height"]), MAX_SHOT_HEIGHT)})
+    page.wait_for_timeout(300)  # charts re-lay themselves out for the new size
+    page.screenshot(path=str(path), full_page=True)
+    page.set_viewport_size(size)
+
+
+@pytest.fixture
+def screenshot(request):
+    """Save a full-page screenshot now, named after the test and `suffix` (for a step in the middle of a test)."""
+
+    def save(page, suffix: str) -> Path:
+        path = SCREENSHOTS / _screenshot_name(request.node.name + suffix)
+        save_full_page(page, path)
+        return path
+
+    return save
+
+
 @pytest.fixture
 def new_page(browser, request):
     """Factory for pages, each in its own browser context (its own Streamlit session, like a separate learner).
@@ -172,10 +199,9 @@ def new_page(browser, request):
         return page
 
     yield make
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for context, page, suffix in contexts:
         try:
-            page.screenshot(path=str(SCREENSHOTS / _screenshot_name(request.node.name + suffix)), full_page=True)
+            save_full_page(page, SCREENSHOTS / _screenshot_name(request.node.name + suffix))
         finally:
             context.close()
 
