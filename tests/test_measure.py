@@ -48,3 +48,10 @@ def test_cpu_memory_monitor_sees_a_large_allocation():
 
 def test_cpu_memory_summary_names_the_host_memory():
     assert "GiB host memory" in device_memory_summary(torch.device("cpu"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without an NVIDIA driver")
+def test_without_nvml_the_device_figure_is_left_out_with_a_warning():
+    monitor = MemoryMonitor(torch.device("cuda"))
+    assert monitor._start_nvml() is None
+    assert len(monitor.warnings) == 1 and "pynvml failed" in monitor.warnings[0]

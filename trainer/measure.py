@@ -147,7 +147,7 @@ class MemoryMonitor:
             import pynvml
 
             pynvml.nvmlInit()
-            handle = pynvml.nvmlDeviceGetHandleByIndex(_physical_index(self.device))
+            handle = _nvml_handle(pynvml, self.device)
             sampler = _PeakSampler(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used, NVML_INTERVAL_S)
         except Exception as exc:  # pynvml raises its own error types, and a missing driver library is an OSError
             self.warnings.append(f"device memory as nvidia-smi sees it is not reported: pynvml failed ({exc})")
@@ -156,9 +156,19 @@ class MemoryMonitor:
         return sampler
 
 
-def _physical_index(device: torch.device) -> int:
-    """NVML numbers GPUs physically; map through CUDA_VISIBLE_DEVICES when it lists plain indices."""
+def _nvml_handle(pynvml, device: torch.device):
+    """The NVML handle of the GPU this run uses. CUDA and NVML may number GPUs differently, so match by UUID,
+    falling back to the index as CUDA_VISIBLE_DEVICES maps it."""
     index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+        return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
+    except Exception:  # older drivers or MIG slices: NVML's own error types
+        return pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
+
+
+def _physical_index(index: int) -> int:
+    """NVML numbers GPUs physically; map through CUDA_VISIBLE_DEVICES when it lists plain indices."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
     if visible != [""] and index < len(visible) and visible[index].strip().isdigit():
         return int(visible[index])
