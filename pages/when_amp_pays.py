@@ -34,8 +34,8 @@ WIDTH_CHOICES = (1, 2, 4, 8)
 
 def breakdown_jobs() -> list[JobView]:
     """Finished time-breakdown jobs: this session's newest first, then the server's."""
-    mine = [j for j in reversed(session.my_jobs()) if j.label.startswith(BREAKDOWN_LABEL)]
-    shared = session.get_history().list_jobs(text=BREAKDOWN_LABEL, limit=20)
+    mine = [j for j in reversed(session.my_jobs()) if j.kind == "breakdown"]
+    shared = session.get_history().list_jobs(kind="breakdown", limit=20)
     return _unique([j for j in mine + shared if j.results])
 
 
@@ -174,7 +174,7 @@ if running is not None and not running.finished:
     follow(breakdown_job)
 elif breakdown_plan and st.button("Measure where the time goes"):
     label = f"{BREAKDOWN_LABEL}: DataLoader vs resident ({breakdown_precision}, batch {breakdown_batch})"
-    submit(JobSpec(kind="compare", runs=breakdown_plan, label=label), BREAKDOWN_KEY)
+    submit(JobSpec(kind="breakdown", runs=breakdown_plan, label=label), BREAKDOWN_KEY)
 finished = breakdown_jobs()
 if finished:
     latest = finished[0]

@@ -158,7 +158,7 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     save_finished_job(state_dir, "sweep", "sweep: fp32 vs amp-bf16", sweep)
     breakdown = [make_result("fp32", config={"loader": loader}, data_wait_s=wait, compute_s=2.0)
                  for loader, wait in (("dataloader", 3.0), ("resident", 0.1))]
-    save_finished_job(state_dir, "compare", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
+    save_finished_job(state_dir, "breakdown", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
     open_page(app, "when_amp_pays")
     markdown = "".join(texts(app.markdown))
     assert "**Verdict:** On this machine, amp-bf16 pays off only at the largest batch tried, 256 (1.50x" in markdown

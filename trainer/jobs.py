@@ -26,10 +26,10 @@ from trainer.settings import Settings
 
 log = logging.getLogger(__name__)
 
-JOB_KINDS = ("compare", "run", "sweep")
+JOB_KINDS = ("compare", "run", "sweep", "breakdown")
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED_STATUSES = ("done", "failed", "cancelled")
-RUNS_PER_KIND = {"compare": (2, 2), "run": (1, 1), "sweep": (1, 12)}  # (fewest, most) runs
+RUNS_PER_KIND = {"compare": (2, 2), "run": (1, 1), "sweep": (1, 12), "breakdown": (2, 2)}  # (fewest, most) runs
 MAX_LABEL_CHARS = 120
 # fp16 autocast on a CPU is tens of times slower than fp32, so the server takes it only on a small subset.
 CPU_FP16_MAX_SUBSET = 5000
@@ -43,7 +43,7 @@ SHUTDOWN_REASON = "interrupted because the server shut down; submit the job agai
 class JobSpec:
     """What a learner asked for: a comparison (2 runs), a single run, or a sweep of runs."""
 
-    kind: str  # compare | run | sweep
+    kind: str  # compare | run | sweep | breakdown (one config timed with each loader)
     runs: list[RunConfig]  # executed in order, each in its own subprocess
     label: str = ""
     probe_max_batch: bool = False  # sweep on CUDA: also search the largest batch per precision
