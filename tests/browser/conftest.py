@@ -34,7 +34,7 @@ CHROMIUM_ARGS = [
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO_ROOT / "artifacts" / "screenshots"
 SERVER_START_TIMEOUT_S = 90
-DEFAULT_WAIT_MS = 30_000
+DEFAULT_WAIT_MS = 60_000  # one action or wait; generous for a busy 2-core machine
 MAX_SHOT_HEIGHT = 12_000
 
 _skipped_while_required: list[str] = []
@@ -120,8 +120,9 @@ def _stop(proc: subprocess.Popen) -> None:
 def browser():
     if not CHROMIUM.exists():
         pytest.fail(f"{REQUIRE_ENV}=1 and {ENABLE_HINT}")
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    expect.set_options(timeout=DEFAULT_WAIT_MS)
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         yield launched

@@ -119,7 +119,7 @@ def expect_table_to_show(page, *texts: str) -> None:
     matching = tables
     for text in texts:
         matching = matching.filter(has_text=text)
-    expect(matching.first).to_be_attached(timeout=30_000)
+    expect(matching.first).to_be_attached()
 
 
 def assert_charts_rendered(page, at_least: int) -> None:
