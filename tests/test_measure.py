@@ -46,6 +46,13 @@ def test_cpu_memory_monitor_sees_a_large_allocation():
     assert monitor.warnings == []
 
 
+def test_cpu_memory_monitor_keeps_a_peak_that_was_freed_before_it_stopped():
+    monitor = MemoryMonitor(torch.device("cpu")).start()
+    block = np.ones(200 * 2**20, dtype=np.uint8)
+    del block  # returned to the OS at once: only the kernel's high-water mark still knows about it
+    assert monitor.stop()["process_rss_growth"] >= 150 * 2**20
+
+
 def test_cpu_memory_summary_names_the_host_memory():
     assert "GiB host memory" in device_memory_summary(torch.device("cpu"))
 
