@@ -90,7 +90,9 @@ def test_compare_runs_both_modes_and_prints_the_table(tmp_path, capsys):
 def test_ctrl_c_exits_130_with_one_line():
     child = subprocess.Popen([sys.executable, "-m", "trainer", "run", *TINY, "--subset", "4096", "--log-every", "1"],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+                             env={**os.environ, "PYTHONPATH": str(ROOT)},
+                             # A parent started in the background may ignore SIGINT, and children inherit that.
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         for line in child.stdout:
             if line.startswith("[Epoch: 1"):
