@@ -14,7 +14,7 @@ from torch import nn
 
 from trainer.datasets import ImageSplit
 from trainer.loaders import make_loader
-from trainer.model import SimpleCNN, build_optimizer
+from trainer.model import SimpleCNN
 
 # mode -> (autocast dtype or None, GradScaler enabled); the scaler matters only for fp16's narrow range.
 PLAIN_MODES = {
@@ -80,7 +80,7 @@ def train_plain(
     if channels_last:
         model = model.to(memory_format=torch.channels_last)
     criterion = nn.CrossEntropyLoss()
-    optimizer = build_optimizer(model, lr=0.01, momentum=0.9)  # the trainer's optimizer, for a like-for-like overhead
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     scaler = torch.amp.GradScaler(device.type, enabled=use_scaler)
     batches = make_loader(
         split, loader, batch_size, device, shuffle=True, num_workers=num_workers, seed=seed,

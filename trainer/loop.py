@@ -26,7 +26,7 @@ from trainer.measure import (
     device_memory_summary,
     steady_throughput,
 )
-from trainer.model import build_model, build_optimizer
+from trainer.model import build_model
 from trainer.precision import PrecisionPolicy
 from trainer.progress import Progress
 from trainer.results import RunResult
@@ -148,7 +148,7 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     train_batches = make_loader(train_split, config.loader, config.batch_size, device, shuffle=True, **loader_options)
     test_batches = make_loader(test_split, config.loader, config.batch_size, device, shuffle=False, **loader_options)
     model = build_model(config.width, device, channels_last=config.channels_last, seed=config.seed)
-    optimizer = build_optimizer(model, lr=config.lr, momentum=config.momentum)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
     criterion = nn.CrossEntropyLoss()
     scaler = policy.make_scaler()
 
