@@ -5,8 +5,6 @@ import time
 from pathlib import Path
 
 import pytest
-import streamlit as st
-from streamlit.testing.v1 import AppTest
 
 from trainer.config import RunConfig
 from trainer.history import HistoryStore
@@ -14,40 +12,13 @@ from trainer.isolated import RunOutcome
 from trainer.jobs import JobSpec, JobView
 from trainer.number_formats import encode_all
 from trainer.scaler_sim import ScalerSettings, simulate_gradients
+from app_testing import app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from ui_fixtures import make_result
 
-APP = Path(__file__).resolve().parents[1] / "app.py"
 
-
-@pytest.fixture
-def state_dir(tmp_path, monkeypatch) -> Path:
-    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("AMP_LAB_DATA_ROOT", str(tmp_path / "data"))
+@pytest.fixture(autouse=True)
+def jobs_on_the_cpu(monkeypatch):
     monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
-    return tmp_path / "state"
-
-
-@pytest.fixture
-def app(state_dir):
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    yield at
-    st.cache_resource.clear()  # releases the job manager, which cancels anything still running
-
-
-def open_page(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def texts(elements) -> list[str]:
-    return [element.value for element in elements]
-
-
-def charts(at: AppTest) -> list:
-    return at.get("vega_lite_chart")
-
 
 def save_finished_job(state_dir: Path, kind: str, label: str, results, session: str = "another-learner") -> str:
     """A finished job in the server's history, as the job manager would have written it."""

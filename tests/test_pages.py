@@ -2,14 +2,13 @@
 synthetic job (real trainer, real subprocess), then the results and history pages showing it."""
 
 import time
-from pathlib import Path
 
 import pytest
-import streamlit as st
 import torch
 from streamlit.testing.v1 import AppTest
 
-APP = Path(__file__).resolve().parents[1] / "app.py"
+from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+
 JOB_TIMEOUT_S = 120
 HAS_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
 # A job small enough for a 2-core CPU: 256 synthetic images, one epoch, data held on the device.
@@ -21,31 +20,6 @@ TINY = {
     "run_loader": "resident",
     "run_amp": "amp-bf16",
 }
-
-
-@pytest.fixture
-def app(tmp_path, monkeypatch):
-    """The app with its own empty state folder and data root; the job manager is shut down afterwards."""
-    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
-    monkeypatch.setenv("AMP_LAB_DATA_ROOT", str(tmp_path / "data"))
-    at = AppTest.from_file(APP, default_timeout=90)
-    at.run()
-    yield at
-    st.cache_resource.clear()  # releases the job manager, which cancels anything still running
-
-
-def open_page(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"pages/{page}.py").run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def texts(elements) -> list[str]:
-    return [element.value for element in elements]
-
-
-def charts(at: AppTest) -> list:
-    return at.get("vega_lite_chart")
 
 
 def wait_for_job_end(at: AppTest) -> None:

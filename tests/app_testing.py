@@ -1,0 +1,40 @@
+"""What the AppTest files share: the app with an empty state folder and data root, and small element readers."""
+
+from pathlib import Path
+
+import pytest
+import streamlit as st
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch) -> Path:
+    """A fresh state folder and an empty data root, so only synthetic data is offered."""
+    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("AMP_LAB_DATA_ROOT", str(tmp_path / "data"))
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def app(state_dir):
+    """The whole app through app.py's navigation; the job manager is shut down afterwards."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    yield at
+    st.cache_resource.clear()  # releases the job manager, which cancels anything still running
+
+
+def open_page(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(elements) -> list[str]:
+    return [element.value for element in elements]
+
+
+def charts(at: AppTest) -> list:
+    return at.get("vega_lite_chart")
