@@ -101,6 +101,12 @@ def test_throughput_chart_leaves_out_runs_without_a_steady_figure():
     assert [r["run"] for r in rows(chart)] == ["FP32"]
 
 
+def test_throughput_chart_without_any_steady_figure_says_why_in_its_title():
+    labelled = charts.run_labels([make_result("fp32", steady_images_per_s=None)])
+    spec = charts.throughput_chart(labelled).to_dict()
+    assert "every step was a warm-up step" in spec["title"]
+
+
 def test_comparison_table_is_the_labs_table_computed():
     table = charts.comparison_table(*lab_pair())
     assert list(table.columns) == ["Metric", "FP32", "AMP", "Improvement"]

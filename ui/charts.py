@@ -215,8 +215,10 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         if result.steady_images_per_s is not None
     ]
     frame = pd.DataFrame(rows, columns=["run", "steady", "overall", "warmup_steps"])
+    # An empty chart must say why it is empty rather than show a bare axis.
+    title = "Throughput" if rows else "Throughput: not measured (every step was a warm-up step; train on more images)"
     return (
-        alt.Chart(frame, title="Throughput")
+        alt.Chart(frame, title=title)
         .mark_bar()
         .encode(
             x=alt.X("run:N", title=None, sort=labels, axis=alt.Axis(labelAngle=0)),
