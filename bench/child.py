@@ -10,6 +10,7 @@ import sys
 import torch
 
 from bench.plain_loop import train_plain
+from trainer import host_malloc
 from trainer.config import RunConfig
 from trainer.datasets import load_split
 from trainer.loop import run_training
@@ -32,8 +33,10 @@ def run_plain(spec: dict) -> dict:
         channels_last=spec["channels_last"],
         num_workers=spec["num_workers"],
         seed=spec["seed"],
+        tune_malloc=spec["malloc"] == "tuned",
     )
     return {
+        "tuned_malloc": result.tuned_malloc,
         "images_per_s": result.images_per_s,
         "total_time_s": result.total_time_s,
         "total_steps": result.total_steps,
@@ -57,6 +60,7 @@ def run_trainer(spec: dict) -> dict:
         seed=spec["seed"],
         num_workers=spec["num_workers"],
         warmup_steps=spec["warmup_steps"],
+        tune_host_malloc=spec["malloc"] == "tuned",
     )
     latest: list[Progress] = []
 
@@ -66,6 +70,7 @@ def run_trainer(spec: dict) -> dict:
     # A real, if cheap, progress consumer and cancel check, so the trainer runs the way the app drives it.
     result = run_training(config, on_progress=keep_latest, should_cancel=lambda: False)
     return {
+        "tuned_malloc": host_malloc.state().tuned,
         "images_per_s": result.steady_images_per_s,
         "total_time_s": result.total_time_s,
         "total_steps": result.total_steps,

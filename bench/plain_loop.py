@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
+from trainer import host_malloc
 from trainer.datasets import ImageSplit
 from trainer.loaders import make_loader
 from trainer.model import SimpleCNN
@@ -31,6 +32,7 @@ class PlainResult:
     precision: str
     loader: str
     channels_last: bool
+    tuned_malloc: bool  # whether this process ran with trainer.host_malloc's thresholds
     batch_size: int
     epochs: int
     total_steps: int
@@ -65,11 +67,14 @@ def train_plain(
     channels_last: bool = False,
     num_workers: int = 4,
     seed: int = 0,
+    tune_malloc: bool = False,
 ) -> PlainResult:
     """Train the lab's SimpleCNN on `split` with SGD 0.01/0.9 and return its timings."""
     if precision not in PLAIN_MODES:
         raise ValueError(f"unknown precision {precision!r}: choose one of {', '.join(PLAIN_MODES)}")
     autocast_dtype, use_scaler = PLAIN_MODES[precision]
+    if tune_malloc:
+        host_malloc.tune_for_training()  # the same process setting the trainer uses on the CPU
     if device.type == "cuda":
         # fp32 means true fp32 here, as in the trainer; autocast modes do not use TF32 either way.
         torch.backends.cuda.matmul.allow_tf32 = False
@@ -117,6 +122,7 @@ def train_plain(
         precision=precision,
         loader=loader,
         channels_last=channels_last,
+        tuned_malloc=host_malloc.state().tuned,
         batch_size=batch_size,
         epochs=epochs,
         total_steps=step,

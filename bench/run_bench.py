@@ -29,7 +29,7 @@ from trainer.loop import resolve_device
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
-BASELINE = ("plain", "fp32", "dataloader", False)  # the lab's own setup: fp32 loop fed by its DataLoader
+BASELINE = ("plain", "fp32", "dataloader", False, "default")  # the lab as written: fp32, its DataLoader, plain malloc
 SPEEDUP_TARGET = 3.0  # trainer amp-bf16 + resident + channels_last vs BASELINE, CPU batch 256
 OVERHEAD_TARGET_PCT = 3.0  # trainer vs plain loop, same mode, loader and memory format
 
@@ -42,14 +42,16 @@ class BenchConfig:
     precision: str
     loader: str
     channels_last: bool
+    malloc: str = "default"  # default | tuned (trainer.host_malloc, what the trainer does on a CPU)
 
     @property
     def key(self) -> tuple:
-        return (self.implementation, self.precision, self.loader, self.channels_last)
+        return (self.implementation, self.precision, self.loader, self.channels_last, self.malloc)
 
     def label(self) -> str:
         layout = " channels_last" if self.channels_last else ""
-        return f"{self.implementation} {self.precision} {self.loader}{layout}"
+        malloc = " tuned-malloc" if self.malloc == "tuned" else ""
+        return f"{self.implementation} {self.precision} {self.loader}{layout}{malloc}"
 
 
 @dataclass
@@ -60,21 +62,48 @@ class Row:
     precision: str
     loader: str
     channels_last: bool
+    malloc: str
     status: str = "ok"  # ok | failed (no repeat succeeded)
     images_per_s: float | None = None  # median of the steady-state images/s over repeats
     ms_per_step: float | None = None  # 1000 * batch_size / images_per_s: the time of one full batch
     total_time_s: float | None = None  # median, warm-up included
-    speedup_vs_lab_fp32: float | None = None  # images/s over the plain fp32 DataLoader loop's
+    speedup_vs_lab_fp32: float | None = None  # images/s over the lab's loop as written (BASELINE)
+    speedup_vs_fp32: float | None = None  # AMP rows: over fp32 in the same loop, loader and malloc (no channels_last)
     overhead_pct: float | None = None  # trainer only: extra time per step vs the plain loop, same cell
     repeats: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
 
-def bench_configs(modes: list[str]) -> list[BenchConfig]:
-    """Every mode with both loaders, plus channels_last for each AMP mode on the resident loader."""
+def bench_configs(modes: list[str], device_type: str) -> list[BenchConfig]:
+    """Plain/trainer pairs: every mode with both loaders, plus channels_last for each AMP mode on the resident
+    loader, each pair run with the host malloc the trainer uses on this device. On a CPU (where the trainer
+    tunes malloc) the plain loop also runs with glibc's defaults in the lab's fp32 DataLoader cell (the
+    baseline) and in each AMP mode's fastest cell, so the allocator's share of any speedup shows on its own."""
+    malloc = "tuned" if device_type == "cpu" else "default"
     cells = [(mode, loader, False) for mode in modes for loader in LOADERS]
     cells += [(mode, "resident", True) for mode in modes if mode != "fp32"]
-    return [BenchConfig(impl, mode, loader, cl) for mode, loader, cl in cells for impl in ("plain", "trainer")]
+    configs = [BenchConfig(impl, mode, loader, cl, malloc) for mode, loader, cl in cells for impl in ("plain", "trainer")]
+    if malloc == "tuned":
+        untuned = [("fp32", "dataloader", False)] + [(mode, "resident", True) for mode in modes if mode != "fp32"]
+        configs += [BenchConfig("plain", mode, loader, cl, "default") for mode, loader, cl in untuned]
+    return configs
+
+
+def run_order(configs: list[BenchConfig], repeat: int) -> list[BenchConfig]:
+    """The configurations in the order of one repeat: every other repeat swaps each plain/trainer pair, so
+    slow drift of the machine favours neither side of an overhead figure."""
+    if repeat % 2 == 0:
+        return list(configs)
+    order, i = [], 0
+    while i < len(configs):
+        first, second = configs[i], configs[i + 1] if i + 1 < len(configs) else None
+        if second is not None and first.key[1:] == second.key[1:]:
+            order += [second, first]
+            i += 2
+        else:
+            order.append(first)
+            i += 1
+    return order
 
 
 def run_child(spec: dict, timeout_s: float) -> dict:
@@ -94,7 +123,8 @@ def run_child(spec: dict, timeout_s: float) -> dict:
 
 
 def summarise(config: BenchConfig, repeats: list[dict], batch_size: int) -> Row:
-    row = Row(config.implementation, config.precision, config.loader, config.channels_last, repeats=repeats)
+    row = Row(config.implementation, config.precision, config.loader, config.channels_last, config.malloc,
+              repeats=repeats)
     good = [r for r in repeats if "error" not in r and r.get("images_per_s")]
     row.errors = [r["error"] for r in repeats if "error" in r]
     if not good:
@@ -106,25 +136,34 @@ def summarise(config: BenchConfig, repeats: list[dict], batch_size: int) -> Row:
     return row
 
 
+def _key(row: Row) -> tuple:
+    return (row.implementation, row.precision, row.loader, row.channels_last, row.malloc)
+
+
 def compare_rows(rows: list[Row]) -> None:
-    """Fill in the speedup over the lab's fp32 DataLoader loop and the trainer's overhead per cell."""
-    by_key = {(r.implementation, r.precision, r.loader, r.channels_last): r for r in rows}
+    """Fill in each row's speedups and, for trainer rows, the overhead against the plain loop in the same cell."""
+    by_key = {_key(r): r for r in rows}
     baseline = by_key.get(BASELINE)
     for row in rows:
         if row.images_per_s is None:
             continue
         if baseline is not None and baseline.images_per_s:
             row.speedup_vs_lab_fp32 = row.images_per_s / baseline.images_per_s
+        if row.precision != "fp32":
+            fp32 = by_key.get((row.implementation, "fp32", row.loader, False, row.malloc))
+            if fp32 is not None and fp32.images_per_s:
+                row.speedup_vs_fp32 = row.images_per_s / fp32.images_per_s
         if row.implementation == "trainer":
-            plain = by_key.get(("plain", row.precision, row.loader, row.channels_last))
+            plain = by_key.get(("plain", *_key(row)[1:]))
             if plain is not None and plain.images_per_s:
                 row.overhead_pct = 100.0 * (plain.images_per_s / row.images_per_s - 1.0)
 
 
 def assess_targets(rows: list[Row], device_type: str, batch_size: int) -> list[dict]:
     """The issue's two targets, each with its measured value and whether it was met (None: not measured)."""
-    by_key = {(r.implementation, r.precision, r.loader, r.channels_last): r for r in rows}
-    fast = by_key.get(("trainer", "amp-bf16", "resident", True))
+    trainer_malloc = "tuned" if device_type == "cpu" else "default"
+    by_key = {_key(r): r for r in rows}
+    fast = by_key.get(("trainer", "amp-bf16", "resident", True, trainer_malloc))
     speedup = fast.speedup_vs_lab_fp32 if fast is not None else None
     overheads = [r for r in rows if r.overhead_pct is not None]
     worst = max(overheads, key=lambda r: r.overhead_pct, default=None)
@@ -134,7 +173,7 @@ def assess_targets(rows: list[Row], device_type: str, batch_size: int) -> list[d
             "name": "amp speedup",
             "description": (
                 f"trainer amp-bf16 + resident + channels_last >= {SPEEDUP_TARGET:g}x the images/s of the lab's "
-                "fp32 plain loop with its DataLoader (CPU, batch 256)"
+                "fp32 loop as written, with its DataLoader (CPU, batch 256)"
             ),
             "threshold": SPEEDUP_TARGET,
             "value": speedup,
@@ -150,7 +189,7 @@ def assess_targets(rows: list[Row], device_type: str, batch_size: int) -> list[d
             "threshold": OVERHEAD_TARGET_PCT,
             "value": worst.overhead_pct if worst is not None else None,
             "worst_configuration": None if worst is None else BenchConfig(
-                worst.implementation, worst.precision, worst.loader, worst.channels_last).label(),
+                worst.implementation, worst.precision, worst.loader, worst.channels_last, worst.malloc).label(),
             "met": (
                 None if worst is None or len(overheads) < len(trainer_rows)
                 else worst.overhead_pct <= OVERHEAD_TARGET_PCT
@@ -161,21 +200,24 @@ def assess_targets(rows: list[Row], device_type: str, batch_size: int) -> list[d
 
 
 def format_table(rows: list[Row]) -> str:
-    header = ("impl", "mode", "loader", "ch_last", "ms/step", "images/s", "vs lab fp32", "overhead")
+    header = ("impl", "mode", "loader", "ch_last", "malloc", "ms/step", "images/s", "vs lab fp32", "vs fp32",
+              "overhead")
     lines = [header]
     for r in rows:
         if r.status != "ok":
-            figures = ("failed", "", "", "")
+            figures = ("failed", "", "", "", "")
         else:
             figures = (
                 f"{r.ms_per_step:.1f}",
                 f"{r.images_per_s:.0f}",
                 f"{r.speedup_vs_lab_fp32:.2f}x" if r.speedup_vs_lab_fp32 is not None else "-",
+                f"{r.speedup_vs_fp32:.2f}x" if r.speedup_vs_fp32 is not None else "",
                 f"{r.overhead_pct:+.1f}%" if r.overhead_pct is not None else "",
             )
-        lines.append((r.implementation, r.precision, r.loader, "yes" if r.channels_last else "no", *figures))
+        lines.append((r.implementation, r.precision, r.loader, "yes" if r.channels_last else "no", r.malloc,
+                      *figures))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    left = 4  # text columns left-aligned, figures right-aligned
+    left = 5  # text columns left-aligned, figures right-aligned
     return "\n".join(
         "  ".join(cell.ljust(w) if i < left else cell.rjust(w) for i, (cell, w) in enumerate(zip(line, widths)))
         for line in lines
@@ -255,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.subset % args.batch_size:
             print(f"note: --subset {args.subset} is not a multiple of the batch size; ms/step is per full batch")
 
-    configs = bench_configs(modes)
+    configs = bench_configs(modes, device_type)
     common = {
         "device": device_type, "batch_size": args.batch_size, "epochs": args.epochs, "data": data,
         "data_root": args.data_root, "subset": args.subset, "test_subset": args.test_subset,
@@ -269,8 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     total = len(configs) * args.repeats
     done = 0
     for repeat in range(args.repeats):
-        # Alternate which side of each plain/trainer pair runs first, so slow drift favours neither.
-        order = configs if repeat % 2 == 0 else [c for pair in zip(configs[1::2], configs[0::2]) for c in pair]
+        order = run_order(configs, repeat)
         for config in order:
             done += 1
             figures = run_child({**common, **asdict(config)}, args.timeout)

@@ -82,6 +82,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help=f"first steps left out of the steady throughput (default {d.warmup_steps})")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time data waiting vs compute (one extra sync per step on CUDA)")
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="CPU: keep glibc's malloc defaults (fresh pages for every large tensor, as the lab runs)")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the result(s) as JSON to PATH")
 
 
@@ -98,6 +100,7 @@ def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
         width=args.width,
         channels_last=args.channels_last,
         cudnn_benchmark=args.cudnn_benchmark,
+        tune_host_malloc=not args.default_malloc,
         device=args.device,
         seed=args.seed,
         num_workers=args.workers,

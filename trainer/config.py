@@ -41,6 +41,7 @@ class RunConfig:
     log_every: int = 100  # steps between recorded (and printed) losses, as in the lab
     warmup_steps: int = 5  # first steps left out of the steady-state throughput
     breakdown: bool = False  # time data waiting vs compute (adds one sync per step on CUDA)
+    tune_host_malloc: bool = True  # CPU runs: reuse freed host memory instead of fresh pages (trainer/host_malloc.py)
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError with one clear line for the first bad value; return self."""

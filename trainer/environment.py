@@ -9,6 +9,7 @@ from functools import lru_cache
 
 import torch
 
+from trainer import host_malloc
 from trainer.precision import tf32_flags
 
 # CPU features that decide how fast low-precision math runs on a CPU.
@@ -63,6 +64,7 @@ def capture_environment(device: torch.device) -> dict:
         "logical_cores": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "cpu_flags": cpu_flags(),
+        "host_malloc": host_malloc.state().detail,
         "python_version": platform.python_version(),
         "platform": platform.platform(),
     }

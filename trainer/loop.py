@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from trainer import host_malloc
 from trainer.config import RunConfig
 from trainer.datasets import ImageSplit, load_split
 from trainer.environment import capture_environment
@@ -96,6 +97,8 @@ def run_training(
     device = resolve_device(config.device)
     policy = PrecisionPolicy.resolve(config.precision, device)
     policy.apply_backend_flags(config.cudnn_benchmark)
+    if device.type == "cpu" and config.tune_host_malloc:
+        host_malloc.tune_for_training()
     reporter = _Reporter(on_progress, config.epochs, config.batch_size)
     reporter.emit("starting")
     _seed_everything(config.seed)
@@ -220,6 +223,11 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
 
 def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, accuracy) -> RunResult:
     warnings = list(policy.warnings) + list(memory_warnings)
+    if device.type == "cpu" and not config.tune_host_malloc and host_malloc.state().tuned:
+        warnings.append(
+            "the default malloc was asked for, but an earlier run in this process had already tuned it: "
+            "run in a fresh process to time the default"
+        )
     steady = None
     if tl.t_warm is not None:
         steady = steady_throughput(tl.images - tl.images_at_warm, tl.t_end - tl.t_warm)
