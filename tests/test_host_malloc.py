@@ -16,7 +16,7 @@ glibc_only = pytest.mark.skipif(
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="malloc tuning needs glibc"
 )
 
-# Page faults per training step of the lab's model at batch 32 on the CPU, in a fresh interpreter.
+# Page faults per training step of the lab's model at batch 256 (the lab's) on the CPU, in a fresh interpreter.
 FAULTS_PER_STEP = textwrap.dedent("""
     import json, resource, sys, torch
     from torch import nn
@@ -26,7 +26,7 @@ FAULTS_PER_STEP = textwrap.dedent("""
     torch.manual_seed(0)
     model = SimpleCNN()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    images, labels = torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,))
+    images, labels = torch.randn(256, 3, 32, 32), torch.randint(0, 10, (256,))
     def step():
         optimizer.zero_grad(set_to_none=True)
         nn.functional.cross_entropy(model(images), labels).backward()
@@ -53,7 +53,7 @@ def test_tuning_removes_the_page_faults_of_a_cpu_training_step():
     assert default["tuned"] is False and default["detail"].startswith("default")
     assert tuned["tuned"] is True and "mmap_threshold=1 GiB" in tuned["detail"]
     # glibc's defaults map fresh pages for the big activations every step; tuned, the heap is reused.
-    assert default["faults_per_step"] > 500
+    assert default["faults_per_step"] > 5000
     assert tuned["faults_per_step"] < default["faults_per_step"] / 10
 
 

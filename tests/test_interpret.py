@@ -49,6 +49,12 @@ def test_runs_with_different_settings_are_not_compared_as_like_for_like():
     assert interpret(baseline, candidate).startswith("These runs differ in more than precision (epochs, batch size)")
 
 
+def test_a_run_timed_with_the_default_malloc_is_not_like_for_like_with_a_tuned_one():
+    baseline = make_result("fp32", 10.0, config={"tune_host_malloc": False})
+    candidate = make_result("amp-bf16", 5.0, config={"tune_host_malloc": True})
+    assert differences(baseline, candidate) == ["host malloc"]
+
+
 def test_a_very_short_run_is_called_too_short_to_time():
     baseline = make_result("fp32", 2.0, total_steps=4)
     candidate = make_result("amp-bf16", 3.0, total_steps=4)

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from trainer import host_malloc
 from trainer.measure import LossMeter, MemoryMonitor, ScaleTracker, clock, device_memory_summary, steady_throughput
 
 
@@ -44,6 +45,17 @@ def test_cpu_memory_monitor_sees_a_large_allocation():
     assert peaks.keys() == {"process_rss_growth"}
     assert peaks["process_rss_growth"] >= 150 * 2**20
     assert monitor.warnings == []
+
+
+def test_cpu_memory_monitor_counts_memory_that_a_tuned_malloc_had_kept_from_earlier_work():
+    host_malloc.tune_for_training()
+    earlier = np.ones(200 * 2**20, dtype=np.uint8)
+    del earlier  # a tuned malloc keeps these pages resident for reuse
+    monitor = MemoryMonitor(torch.device("cpu")).start()
+    block = np.ones(200 * 2**20, dtype=np.uint8)
+    peaks = monitor.stop()
+    del block
+    assert peaks["process_rss_growth"] >= 150 * 2**20
 
 
 def test_cpu_memory_monitor_keeps_a_peak_that_was_freed_before_it_stopped():

@@ -16,9 +16,10 @@ RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
 
 # Coarse training throughput (images/s) of the lab's CNN at width 1, batch 256, data already on the device.
 # Only a starting point for a server with no history yet: real hardware can differ several times over.
-# CPU figures were measured on a 2-core AMX CPU; CUDA figures are rough guesses for a recent GPU.
+# CPU figures were measured on a 2-core AMX CPU with the trainer's tuned malloc (bench/results, and 45 images/s
+# for amp-fp16 from `python -m trainer run`); CUDA figures are rough guesses for a recent GPU.
 COARSE_IMAGES_PER_S = {
-    "cpu": {"fp32": 1200.0, "amp-bf16": 1500.0, "amp-fp16": 30.0},
+    "cpu": {"fp32": 2800.0, "amp-bf16": 3900.0, "amp-fp16": 45.0},
     "cuda": {"fp32": 100_000.0, "tf32": 120_000.0, "amp-fp16": 150_000.0, "amp-bf16": 150_000.0},
 }
 # How the cost per image grows with the width multiplier: small widths are bound by memory traffic (about

@@ -3,7 +3,7 @@
 PyTorch's CPU tensors come from the C library's malloc. With glibc's defaults a block of a few megabytes or
 more (every activation and gradient of the lab's CNN at batch 256) is mapped fresh from the kernel and
 unmapped when freed, so each step touches tens of thousands of new pages and the kernel zero-fills every
-one of them: on a 2-core VM measured at 40-50% of the step time, fp32 and bf16 alike. Raising glibc's mmap
+one of them: on a 2-core VM measured at a third to two fifths of the step time. Raising glibc's mmap
 and trim thresholds makes malloc reuse the same heap memory step after step. The arithmetic is untouched;
 only where the bytes come from changes. Each run says whether its process was tuned (see `state()`).
 """
@@ -64,6 +64,18 @@ def tune_for_training() -> MallocState:
         f"{TRIM_THRESHOLD_BYTES // gib} GiB (freed blocks reused, not returned to the kernel each step)",
     )
     return _state
+
+
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the kernel now (glibc's malloc_trim). A tuned process keeps freed
+    memory resident, so a memory measurement starting here would otherwise see the next run reuse pages that
+    earlier work left behind and under-count its growth. False where this is not glibc."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    libc.malloc_trim.argtypes = (ctypes.c_size_t,)
+    libc.malloc_trim(0)
+    return True
 
 
 def _glibc():

@@ -13,6 +13,8 @@ import time
 import psutil
 import torch
 
+from trainer import host_malloc
+
 NVML_INTERVAL_S = 0.02
 RSS_INTERVAL_S = 0.01
 
@@ -123,6 +125,7 @@ class MemoryMonitor:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._nvml = self._start_nvml()
         else:
+            host_malloc.release_free_memory()  # count this run's memory, not free heap left by earlier work
             process = psutil.Process(os.getpid())
             self._rss_start = process.memory_info().rss
             if not _reset_kernel_rss_peak():

@@ -6,7 +6,10 @@ from trainer.results import RunResult, compare
 from ui.charts import MEMORY_SHORT_NAMES
 
 # Settings that must match for a comparison to be about precision alone.
-LIKE_FOR_LIKE = ("epochs", "batch_size", "data", "subset", "loader", "width", "channels_last", "device")
+LIKE_FOR_LIKE = (
+    "epochs", "batch_size", "data", "subset", "loader", "width", "channels_last", "device", "tune_host_malloc",
+)
+SETTING_NAMES = {"tune_host_malloc": "host malloc"}  # where the field name does not read as words
 DATA_BOUND_SHARE = 0.5  # the run spent more than this share of its time waiting for batches
 LITTLE_GAIN = 1.05  # a speedup below this is "little"
 ACCURACY_DROP = 0.05  # a fall of more than 5 accuracy points is worth a warning
@@ -24,7 +27,7 @@ def data_wait_share(result: RunResult) -> float | None:
 def differences(baseline: RunResult, candidate: RunResult) -> list[str]:
     """Names of the settings, other than precision, in which the two runs differ."""
     return [
-        key.replace("_", " ")
+        SETTING_NAMES.get(key, key.replace("_", " "))
         for key in LIKE_FOR_LIKE
         if baseline.config.get(key) != candidate.config.get(key)
     ]
