@@ -87,6 +87,18 @@ def test_compare_runs_both_modes_and_prints_the_table(tmp_path, capsys):
         saved["baseline"]["total_time_s"] / saved["candidate"]["total_time_s"])
 
 
+def test_compare_with_the_default_malloc_runs_both_children_untuned(tmp_path, capsys):
+    path = tmp_path / "compare.json"
+    assert main(["compare", "--amp", "amp-bf16", *TINY, "--default-malloc", "--json", str(path)]) == 0
+    assert "host malloc default" in capsys.readouterr().out
+    saved = json.loads(path.read_text())
+    for role in ("baseline", "candidate"):
+        # each mode ran in a fresh process, so the default really was the default there
+        assert saved[role]["config"]["tune_host_malloc"] is False
+        assert saved[role]["environment"]["host_malloc"].startswith("default")
+        assert not any("malloc" in w for w in saved[role]["warnings"])
+
+
 def test_ctrl_c_exits_130_with_one_line():
     child = subprocess.Popen([sys.executable, "-m", "trainer", "run", *TINY, "--subset", "4096", "--log-every", "1"],
                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -203,7 +203,12 @@ class _LogPrinter:
 
 def _describe(config: RunConfig, device_type: str) -> str:
     subset = f", first {config.subset} images" if config.subset else ""
-    extras = "".join([", channels_last" if config.channels_last else "", ", breakdown" if config.breakdown else ""])
+    extras = "".join([
+        ", channels_last" if config.channels_last else "",
+        ", breakdown" if config.breakdown else "",
+        # On a CPU the allocator moves step times by a third or more (trainer/host_malloc.py): say which one ran.
+        (", host malloc " + ("tuned" if config.tune_host_malloc else "default")) if device_type == "cpu" else "",
+    ])
     return (f"{config.precision} on {device_type}: {config.data}{subset}, {config.epochs} epoch(s), "
             f"batch {config.batch_size}, {config.loader} loader, width {config.width}{extras}")
 
