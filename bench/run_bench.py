@@ -73,13 +73,22 @@ class Row:
     repeats: list[dict] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
+    @property
+    def key(self) -> tuple:  # the same cell key as BenchConfig.key
+        return (self.implementation, self.precision, self.loader, self.channels_last, self.malloc)
+
+
+def trainer_malloc(device_type: str) -> str:
+    """The host malloc the trainer runs with on this device: tuned on a CPU, untouched on CUDA."""
+    return "tuned" if device_type == "cpu" else "default"
+
 
 def bench_configs(modes: list[str], device_type: str) -> list[BenchConfig]:
     """Plain/trainer pairs: every mode with both loaders, plus channels_last for each AMP mode on the resident
     loader, each pair run with the host malloc the trainer uses on this device. On a CPU (where the trainer
     tunes malloc) the plain loop also runs with glibc's defaults in the lab's fp32 DataLoader cell (the
     baseline) and in each AMP mode's fastest cell, so the allocator's share of any speedup shows on its own."""
-    malloc = "tuned" if device_type == "cpu" else "default"
+    malloc = trainer_malloc(device_type)
     cells = [(mode, loader, False) for mode in modes for loader in LOADERS]
     cells += [(mode, "resident", True) for mode in modes if mode != "fp32"]
     configs = [BenchConfig(impl, mode, loader, cl, malloc) for mode, loader, cl in cells for impl in ("plain", "trainer")]
@@ -136,13 +145,9 @@ def summarise(config: BenchConfig, repeats: list[dict], batch_size: int) -> Row:
     return row
 
 
-def _key(row: Row) -> tuple:
-    return (row.implementation, row.precision, row.loader, row.channels_last, row.malloc)
-
-
 def compare_rows(rows: list[Row]) -> None:
     """Fill in each row's speedups and, for trainer rows, the overhead against the plain loop in the same cell."""
-    by_key = {_key(r): r for r in rows}
+    by_key = {r.key: r for r in rows}
     baseline = by_key.get(BASELINE)
     for row in rows:
         if row.images_per_s is None:
@@ -154,16 +159,15 @@ def compare_rows(rows: list[Row]) -> None:
             if fp32 is not None and fp32.images_per_s:
                 row.speedup_vs_fp32 = row.images_per_s / fp32.images_per_s
         if row.implementation == "trainer":
-            plain = by_key.get(("plain", *_key(row)[1:]))
+            plain = by_key.get(("plain", *row.key[1:]))
             if plain is not None and plain.images_per_s:
                 row.overhead_pct = 100.0 * (plain.images_per_s / row.images_per_s - 1.0)
 
 
 def assess_targets(rows: list[Row], device_type: str, batch_size: int) -> list[dict]:
     """The issue's two targets, each with its measured value and whether it was met (None: not measured)."""
-    trainer_malloc = "tuned" if device_type == "cpu" else "default"
-    by_key = {_key(r): r for r in rows}
-    fast = by_key.get(("trainer", "amp-bf16", "resident", True, trainer_malloc))
+    by_key = {r.key: r for r in rows}
+    fast = by_key.get(("trainer", "amp-bf16", "resident", True, trainer_malloc(device_type)))
     speedup = fast.speedup_vs_lab_fp32 if fast is not None else None
     overheads = [r for r in rows if r.overhead_pct is not None]
     worst = max(overheads, key=lambda r: r.overhead_pct, default=None)

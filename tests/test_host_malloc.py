@@ -41,15 +41,16 @@ FAULTS_PER_STEP = textwrap.dedent("""
 """)
 
 
-def _faults_per_step(setting: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", FAULTS_PER_STEP, setting], capture_output=True, text=True,
+def _run_fresh(script: str, setting: str) -> dict:
+    """Run `script` with `setting` as its argument in a fresh interpreter; its last stdout line is JSON."""
+    done = subprocess.run([sys.executable, "-c", script, setting], capture_output=True, text=True,
                           cwd=REPO_ROOT, timeout=120, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 @glibc_only
 def test_tuning_removes_the_page_faults_of_a_cpu_training_step():
-    default, tuned = _faults_per_step("default"), _faults_per_step("tuned")
+    default, tuned = _run_fresh(FAULTS_PER_STEP, "default"), _run_fresh(FAULTS_PER_STEP, "tuned")
     assert default["tuned"] is False and default["detail"].startswith("default")
     assert tuned["tuned"] is True and "mmap_threshold=1 GiB" in tuned["detail"]
     # glibc's defaults map fresh pages for the big activations every step; tuned, the heap is reused.
@@ -78,11 +79,7 @@ def test_cpu_runs_tune_malloc_unless_asked_not_to():
         result = run_training(config)
         print(json.dumps({"malloc": result.environment["host_malloc"], "warnings": result.warnings}))
     """)
-    outcome = {}
-    for setting in ("default", "tuned"):
-        done = subprocess.run([sys.executable, "-c", script, setting], capture_output=True, text=True,
-                              cwd=REPO_ROOT, timeout=120, check=True)
-        outcome[setting] = json.loads(done.stdout.strip().splitlines()[-1])
+    outcome = {setting: _run_fresh(script, setting) for setting in ("default", "tuned")}
     assert outcome["default"]["malloc"].startswith("default")
     expected = "tuned" if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" else "default"
     assert outcome["tuned"]["malloc"].startswith(expected)

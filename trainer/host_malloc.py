@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import platform
 from dataclasses import dataclass
+from functools import lru_cache
 
 # glibc's mallopt parameter numbers (malloc.h).
 _M_TRIM_THRESHOLD = -1
@@ -73,19 +74,20 @@ def release_free_memory() -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    libc.malloc_trim.argtypes = (ctypes.c_size_t,)
     libc.malloc_trim(0)
     return True
 
 
+@lru_cache(maxsize=1)
 def _glibc():
+    """The C library with mallopt and malloc_trim typed, or None where it is not glibc (looked up once)."""
     if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         return None
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
+        libc.mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+        libc.mallopt.restype = ctypes.c_int
+        libc.malloc_trim.argtypes = (ctypes.c_size_t,)
     except (OSError, AttributeError):
         return None
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    mallopt.restype = ctypes.c_int
     return libc
