@@ -1,7 +1,8 @@
 # Two commands for a fresh machine with Python 3.11 (pip and venv included):
 #   make run     create .venv if needed, install requirements.txt if it changed, start the app
 #                (make run ADDRESS=0.0.0.0 PORT=8080 to serve a class)
-#   make test    same set-up, then unit tests, app tests and browser tests; stops at the first failing stage
+#   make test    same set-up, then the import layers, unit tests, app tests and browser tests; stops at the
+#                first failing stage
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -21,6 +22,8 @@ run: install
 	$(PY) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT)
 
 test: install
+	@echo "==> import layers (.importlinter)"
+	$(VENV)/bin/lint-imports
 	@echo "==> unit tests"
 	$(PYTEST) tests --ignore=$(BROWSER_TESTS) $(addprefix --ignore=,$(APP_TESTS))
 	@echo "==> app tests"

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from trainer import host_malloc
-from trainer.datasets import ImageSplit
+from trainer.images import ImageSplit
 from trainer.loaders import make_loader
 from trainer.model import SimpleCNN
 

@@ -13,7 +13,6 @@ import datetime as dt
 import json
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -22,10 +21,11 @@ from pathlib import Path
 import torch
 
 from bench.plain_loop import PLAIN_MODES
+from trainer.capabilities import resolve_device
+from trainer.child_process import ChildProcessError, run_python_json
 from trainer.config import LOADERS, RunConfig
 from trainer.datasets import cifar10_available
 from trainer.environment import capture_environment
-from trainer.loop import resolve_device
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -118,17 +118,9 @@ def run_order(configs: list[BenchConfig], repeat: int) -> list[BenchConfig]:
 def run_child(spec: dict, timeout_s: float) -> dict:
     """Run one configuration in a fresh interpreter; return its figures, or {"error": one line}."""
     try:
-        done = subprocess.run(
-            [sys.executable, "-m", "bench.child"], input=json.dumps(spec), capture_output=True, text=True,
-            cwd=REPO_ROOT, timeout=timeout_s,
-        )
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout_s:.0f} s"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit code {done.returncode}: {tail}"}
-    return json.loads(lines[-1])
+        return run_python_json(["-m", "bench.child"], input_text=json.dumps(spec), timeout_s=timeout_s)
+    except ChildProcessError as err:
+        return {"error": str(err)}
 
 
 def summarise(config: BenchConfig, repeats: list[dict], batch_size: int) -> Row:

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from trainer.autocast_trace import MODE_DESCRIPTIONS, trace_all, trace_all_isolated
+from lessons.autocast_trace import MODE_DESCRIPTIONS, trace_all, trace_all_isolated
 from trainer.errors import TrainerError
 from ui import session
 from ui.learn_charts import dtype_grid_chart

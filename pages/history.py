@@ -3,8 +3,8 @@
 import pandas as pd
 import streamlit as st
 
+from server.records import JOB_KINDS, JOB_STATUSES
 from trainer.config import PRECISIONS
-from trainer.jobs import JOB_KINDS, JOB_STATUSES
 from trainer.results import RunResult
 from ui import session
 from ui.charts import format_seconds, precision_name, run_labels

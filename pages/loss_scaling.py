@@ -3,12 +3,12 @@
 import numpy as np
 import streamlit as st
 
-from trainer.capture import capture_values, default_source
+from lessons.capture import capture_values, default_source
+from lessons.scaler_sim import ScalerSettings, parse_steps, simulate_gradients
+from lessons.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
+from server.records import JobSpec
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
-from trainer.jobs import JobSpec
-from trainer.scaler_sim import ScalerSettings, parse_steps, simulate_gradients
-from trainer.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
 from ui import session
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart
 

@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from trainer.capture import capture_values, default_source, summaries
+from lessons.capture import capture_values, default_source, summaries
+from lessons.number_formats import encode_all, format_table, parse_value
+from lessons.underflow import scale_outcome
 from trainer.errors import TrainerError
-from trainer.number_formats import encode_all, format_table, parse_value
-from trainer.underflow import scale_outcome
 from ui import session
 from ui.learn_charts import bits_html, bits_legend_html, format_range_chart
 

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from trainer.jobs import JobView
+from server.records import JobView
 from ui import exports, session
 from ui.charts import run_labels
 from ui.choices import shown

@@ -2,9 +2,9 @@
 
 import streamlit as st
 
+from server.estimate import estimate_job_seconds
 from trainer.datasets import cifar10_available
 from trainer.errors import ConfigError
-from trainer.estimate import estimate_job_seconds
 from ui import session
 from ui.experiment import (
     DATA_NAMES,

@@ -2,16 +2,9 @@
 
 import streamlit as st
 
-from trainer.capture import default_source
-from trainer.config import RunConfig
-from trainer.errors import TrainerError
-from trainer.estimate import estimate_run_seconds
-from trainer.jobs import JobSpec, JobView
-from trainer.results import MEMORY_LABELS
-from trainer.sweep import (
+from lessons.capture import default_source
+from lessons.payoff import (
     DEFAULT_STEPS_PER_RUN,
-    MAX_SWEEP_RUNS,
-    PROBE_CEILING,
     SWEEP_BATCH_SIZES,
     breakdown_sentence,
     plan_breakdown,
@@ -20,6 +13,12 @@ from trainer.sweep import (
     summarize_sweep,
     verdict,
 )
+from server.batch_probe import PROBE_CEILING
+from server.estimate import estimate_run_seconds
+from server.records import MAX_SWEEP_RUNS, JobSpec, JobView
+from trainer.config import RunConfig
+from trainer.errors import TrainerError
+from trainer.results import MEMORY_LABELS
 from ui import session
 from ui.charts import format_bytes
 from ui.experiment import amp_modes, default_amp
@@ -212,7 +211,8 @@ loader = right.selectbox("Loader", ("resident", "dataloader"), key="sweep_loader
 plan = None
 try:
     plan = plan_sweep(
-        RunConfig(data=source, loader=loader), chosen_batches, chosen_widths, amp_mode, steps_per_run
+        RunConfig(data=source, loader=loader), chosen_batches, chosen_widths, amp_mode, steps_per_run,
+        max_runs=MAX_SWEEP_RUNS,
     )
 except TrainerError as err:
     st.error(str(err))

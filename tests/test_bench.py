@@ -9,7 +9,15 @@ import torch
 
 from bench.plain_loop import train_plain
 from bench.run_bench import (
-    BASELINE, Row, assess_targets, bench_configs, compare_rows, format_table, main, resolve_modes, run_order,
+    BASELINE,
+    Row,
+    assess_targets,
+    bench_configs,
+    compare_rows,
+    format_table,
+    main,
+    resolve_modes,
+    run_order,
 )
 from trainer.datasets import load_split
 

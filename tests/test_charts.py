@@ -5,10 +5,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from ui_fixtures import lab_pair, make_result
 
 from trainer.results import MEMORY_LABELS
 from ui import charts
-from ui_fixtures import lab_pair, make_result
 
 ROOT = Path(__file__).resolve().parents[1]
 

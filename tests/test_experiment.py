@@ -1,7 +1,7 @@
 """The experiment page's logic: what this hardware and these limits offer, and the job the Run button submits."""
 
+from server.settings import Settings
 from trainer.environment import HardwareReport
-from trainer.settings import Settings
 from ui.experiment import (
     BATCH_SIZES,
     amp_modes,

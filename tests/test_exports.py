@@ -4,10 +4,10 @@ import io
 import json
 
 import pandas as pd
+from ui_fixtures import lab_pair
 
 from trainer.results import RunResult
 from ui import charts, exports
-from ui_fixtures import lab_pair
 
 
 def test_runs_json_round_trips_every_run_and_carries_the_comparison():

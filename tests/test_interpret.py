@@ -1,7 +1,8 @@
 """The sentence that explains a comparison follows the numbers."""
 
-from ui.interpret import data_wait_share, differences, interpret
 from ui_fixtures import lab_pair, make_result
+
+from ui.interpret import data_wait_share, differences, interpret
 
 
 def test_a_clear_speedup_is_stated_with_time_and_memory_saved():

@@ -1,11 +1,11 @@
 import numpy as np
 import pytest
 
-from trainer.autocast_trace import trace_dtypes
-from trainer.number_formats import encode, format_table
-from trainer.scaler_sim import ScalerSettings, simulate_gradients
-from trainer.sweep import SweepRow
-from trainer.underflow import log2_histogram, scale_sweep
+from lessons.autocast_trace import trace_dtypes
+from lessons.number_formats import encode, format_table
+from lessons.payoff import SweepRow
+from lessons.scaler_sim import ScalerSettings, simulate_gradients
+from lessons.underflow import log2_histogram, scale_sweep
 from ui import learn_charts
 
 

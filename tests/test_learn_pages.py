@@ -5,15 +5,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from trainer.config import RunConfig
-from trainer.history import HistoryStore
-from trainer.isolated import RunOutcome
-from trainer.jobs import JobSpec, JobView
-from trainer.number_formats import encode_all
-from trainer.scaler_sim import ScalerSettings, simulate_gradients
 from app_testing import app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from ui_fixtures import make_result
+
+from lessons.number_formats import encode_all
+from lessons.scaler_sim import ScalerSettings, simulate_gradients
+from server.history import HistoryStore
+from server.records import JobSpec, JobView
+from trainer.config import RunConfig
+from trainer.isolated import RunOutcome
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.datasets import ImageSplit, load_split
+from trainer.datasets import load_split
 from trainer.errors import ConfigError
+from trainer.images import ImageSplit
 from trainer.loaders import make_loader
 
 CPU = torch.device("cpu")

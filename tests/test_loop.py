@@ -7,10 +7,11 @@ import torch
 from torch import nn
 
 import trainer.loop as loop
+from trainer.capabilities import CPU_FP16_WARNING, resolve_device
 from trainer.config import RunConfig
 from trainer.errors import CancelledError, OutOfMemoryError, UnsupportedModeError
-from trainer.loop import evaluate, resolve_device, run_training, train_step
-from trainer.precision import CPU_FP16_WARNING, PrecisionPolicy
+from trainer.loop import evaluate, run_training, train_step
+from trainer.precision import PrecisionPolicy
 from trainer.results import RunResult
 
 TINY = dict(data="synthetic", device="cpu", loader="resident", num_workers=0, test_subset=128)

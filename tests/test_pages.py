@@ -5,9 +5,8 @@ import time
 
 import pytest
 import torch
-from streamlit.testing.v1 import AppTest
-
 from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from streamlit.testing.v1 import AppTest
 
 JOB_TIMEOUT_S = 120
 HAS_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8

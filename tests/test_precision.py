@@ -4,9 +4,10 @@ import pytest
 import torch
 from torch import nn
 
+from trainer.capabilities import CPU_FP16_WARNING
 from trainer.errors import ConfigError, UnsupportedModeError
 from trainer.model import SimpleCNN
-from trainer.precision import CPU_FP16_WARNING, PrecisionPolicy
+from trainer.precision import PrecisionPolicy
 
 
 @pytest.mark.parametrize(

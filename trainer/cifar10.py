@@ -16,8 +16,8 @@ import numpy as np
 from torchvision.datasets import CIFAR10
 from torchvision.datasets import utils as tv_utils
 
-from trainer.datasets import ImageSplit
 from trainer.errors import DatasetError
+from trainer.images import ImageSplit
 
 FOLDER = CIFAR10.base_folder
 TRAIN_FILES = tuple(name for name, _md5 in CIFAR10.train_list)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 from trainer.errors import ConfigError
+from trainer.known_fields import from_known_fields
 
 PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
 AMP_PRECISIONS = ("amp-fp16", "amp-bf16")
@@ -76,8 +77,7 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: dict) -> "RunConfig":
         """Build from a dict, ignoring keys this version does not know (older or newer results)."""
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return from_known_fields(cls, data)
 
 
 def _choice(name: str, value, allowed: tuple) -> None:

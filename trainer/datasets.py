@@ -1,30 +1,11 @@
-"""The images a run trains and tests on, whichever source they come from."""
+"""The images a run trains and tests on, whichever source they come from: the one door to the data sources."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
+from trainer import cifar10, synthetic
 from trainer.config import DATA_SOURCES
 from trainer.errors import ConfigError
-
-# The lab's Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5)): maps [0, 1] pixels to [-1, 1].
-MEAN = (0.5, 0.5, 0.5)
-STD = (0.5, 0.5, 0.5)
-
-
-@dataclass
-class ImageSplit:
-    """One split (train or test) held as uint8 HWC images, the layout CIFAR-10's pickles decode to."""
-
-    images: np.ndarray  # uint8, (N, 32, 32, 3)
-    labels: np.ndarray  # int64, (N,)
-    classes: list[str]
-    source: str  # cifar10 | synthetic
-
-    def __len__(self) -> int:
-        return len(self.labels)
+from trainer.images import ImageSplit
 
 
 def load_split(
@@ -39,9 +20,6 @@ def load_split(
 
     `data_root` and `download` matter only for cifar10, `seed` only for synthetic data.
     """
-    # Imported here because both readers build ImageSplit from this module.
-    from trainer import cifar10, synthetic
-
     if source not in DATA_SOURCES:
         raise ConfigError(f"unknown data {source!r}: choose one of {', '.join(DATA_SOURCES)}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -53,6 +31,4 @@ def load_split(
 
 def cifar10_available(data_root: str) -> bool:
     """True when every CIFAR-10 batch file is under `data_root` (a cheap check: no reading, no network)."""
-    from trainer import cifar10
-
     return cifar10.cifar10_available(data_root)

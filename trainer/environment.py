@@ -10,6 +10,7 @@ from functools import lru_cache
 import torch
 
 from trainer import host_malloc
+from trainer.known_fields import from_known_fields
 from trainer.precision import tf32_flags
 
 # CPU features that decide how fast low-precision math runs on a CPU.
@@ -98,6 +99,10 @@ class HardwareReport:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "HardwareReport":
+        return from_known_fields(cls, data)
 
 
 def hardware_report(device: torch.device | str | None = None) -> HardwareReport:

@@ -16,8 +16,8 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 
 from trainer.config import LOADERS
-from trainer.datasets import MEAN, STD, ImageSplit
 from trainer.errors import ConfigError
+from trainer.images import MEAN, STD, ImageSplit
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 

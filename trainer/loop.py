@@ -14,10 +14,12 @@ import torch
 from torch import nn
 
 from trainer import host_malloc
+from trainer.capabilities import resolve_device
 from trainer.config import RunConfig
-from trainer.datasets import ImageSplit, load_split
+from trainer.datasets import load_split
 from trainer.environment import capture_environment
-from trainer.errors import CancelledError, OutOfMemoryError, UnsupportedModeError
+from trainer.errors import CancelledError, OutOfMemoryError
+from trainer.images import ImageSplit
 from trainer.loaders import make_loader
 from trainer.measure import (
     LossMeter,
@@ -33,23 +35,6 @@ from trainer.progress import Progress
 from trainer.results import RunResult
 
 PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress reports a second between log points
-
-
-def resolve_device(name: str) -> torch.device:
-    """"auto" -> the current CUDA GPU if there is one, else the CPU; "cuda" without a GPU is an error."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UnsupportedModeError("no CUDA GPU is visible to this process: use device cpu or auto")
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        if index >= torch.cuda.device_count():
-            raise UnsupportedModeError(f"there is no GPU {index}: this machine has {torch.cuda.device_count()}")
-        return torch.device("cuda", index)
-    if device.type != "cpu":
-        raise UnsupportedModeError(f"device {name!r} is not supported: use auto, cpu or cuda")
-    return device
 
 
 def train_step(model, images, labels, optimizer, criterion, policy: PrecisionPolicy, scaler) -> torch.Tensor:

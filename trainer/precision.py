@@ -11,13 +11,9 @@ from dataclasses import dataclass, field
 
 import torch
 
+from trainer.capabilities import support_on
 from trainer.config import PRECISIONS
-from trainer.errors import ConfigError, UnsupportedModeError
-
-CPU_FP16_WARNING = (
-    "amp-fp16 on a CPU runs fp16 kernels without hardware support: expect it to be tens of times "
-    "slower than fp32 here. Use amp-bf16 on a CPU."
-)
+from trainer.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -37,26 +33,11 @@ class PrecisionPolicy:
         device = torch.device(device)
         if name not in PRECISIONS:
             raise ConfigError(f"unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}")
-        on_cuda = device.type == "cuda"
-        if device.type not in ("cpu", "cuda"):
-            raise UnsupportedModeError(f"device {device.type!r} is not supported: use cpu or cuda")
-        if name == "tf32":
-            if not on_cuda:
-                raise UnsupportedModeError("tf32 needs an NVIDIA GPU (compute capability 8.0 or newer); this run is on the CPU")
-            major, minor = torch.cuda.get_device_capability(device)
-            if major < 8:
-                raise UnsupportedModeError(
-                    f"tf32 needs compute capability 8.0 or newer; this GPU has {major}.{minor}"
-                )
-            return cls(name, "cuda", None, False, True)
-        if name == "fp32":
-            return cls(name, device.type, None, False, False)
-        if name == "amp-bf16":
-            if on_cuda and not torch.cuda.is_bf16_supported(including_emulation=False):
-                raise UnsupportedModeError("amp-bf16 needs a GPU with native bfloat16 (Ampere or newer): use amp-fp16")
-            return cls(name, device.type, torch.bfloat16, False, False)
-        warnings = () if on_cuda else (CPU_FP16_WARNING,)
-        return cls(name, device.type, torch.float16, True, False, warnings)
+        support = support_on(device)
+        support.check(name)
+        warnings = (support.warnings[name],) if name in support.warnings else ()
+        autocast_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(name)
+        return cls(name, device.type, autocast_dtype, name == "amp-fp16", name == "tf32", warnings)
 
     @property
     def uses_autocast(self) -> bool:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
+
+from trainer.known_fields import from_known_fields
 
 PHASES = ("starting", "loading data", "training", "evaluating", "done")
 
@@ -34,5 +36,4 @@ class Progress:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Progress":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return from_known_fields(cls, data)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
+
+from trainer.known_fields import from_known_fields
 
 # The figures the lab itself reports for its GPU (5 epochs, batch 256); shown beside ours as a reference only.
 LAB_REFERENCE = {
@@ -54,8 +56,7 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunResult":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return from_known_fields(cls, data)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -86,8 +87,7 @@ class Comparison:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Comparison":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return from_known_fields(cls, data)
 
 
 def compare(baseline: RunResult, candidate: RunResult) -> Comparison:

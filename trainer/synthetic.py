@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from trainer.datasets import ImageSplit
+from trainer.images import ImageSplit
 
 TRAIN_SIZE = 50_000
 TEST_SIZE = 10_000

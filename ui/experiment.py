@@ -3,10 +3,10 @@ make. No Streamlit here."""
 
 from __future__ import annotations
 
+from server.records import CPU_FP16_MAX_SUBSET, JobSpec
+from server.settings import Settings
 from trainer.config import RunConfig
 from trainer.environment import HardwareReport
-from trainer.jobs import CPU_FP16_MAX_SUBSET, JobSpec
-from trainer.settings import Settings
 from ui.choices import Choice, parse_bool, parse_int, parse_optional_int
 
 EPOCH_CHOICES = tuple(range(1, 21))

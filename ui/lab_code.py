@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import difflib
-import subprocess
-import sys
 from pathlib import Path
+
+from trainer.child_process import run_python
 
 LAB_DIR = Path(__file__).resolve().parents[1] / "lab"
 BASELINE_SCRIPT = "fp32_baseline.py"
@@ -63,8 +63,5 @@ def deprecation_warnings(timeout_s: float = 120) -> list[str]:
 
     A child process, so the warning is shown even if this process has printed it before.
     """
-    done = subprocess.run(
-        [sys.executable, "-W", "always::FutureWarning", "-c", _DEPRECATED_PROBE],
-        capture_output=True, text=True, timeout=timeout_s,
-    )
+    done = run_python(["-W", "always::FutureWarning", "-c", _DEPRECATED_PROBE], timeout_s=timeout_s)
     return [line.strip() for line in done.stderr.splitlines() if "FutureWarning" in line]

@@ -8,8 +8,8 @@ import math
 import altair as alt
 import pandas as pd
 
-from trainer.number_formats import BitLayout, FormatRange
-from trainer.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
+from lessons.number_formats import BitLayout, FormatRange
+from lessons.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
 
 BIT_COLOURS = {"sign": "#d62728", "exponent": "#2ca02c", "mantissa": "#1f77b4"}
 FATE_COLOURS = {

@@ -3,27 +3,24 @@ and careful reading of values that arrive through session state or the address b
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import streamlit as st
 
+from server.history import HistoryStore
+from server.jobs import JobManager
+from server.records import JobView
+from server.settings import Settings
+from trainer.child_process import ChildProcessError, run_python_json
 from trainer.environment import HardwareReport, hardware_report
 from trainer.errors import TrainerError
-from trainer.history import HistoryStore
-from trainer.jobs import JobManager, JobView
-from trainer.settings import Settings
 from ui.choices import Choice, accepts, refusal
 
 SESSION_ID_KEY = "amp_lab_session_id"
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
 JOB_IDS_KEY = "amp_lab_job_ids"
-_REPO_ROOT = Path(__file__).resolve().parents[1]
 _HARDWARE_CHILD = (
     "import json; from trainer.environment import hardware_report; "
     "print(json.dumps(hardware_report('cuda').to_dict()))"
@@ -53,13 +50,10 @@ def _hardware_for(device_type: str) -> HardwareReport:
         return hardware_report("cpu")
     # Asking CUDA about the GPU opens a CUDA context (hundreds of MB of GPU memory) that would stay in this
     # long-lived process and inflate every run's nvidia-smi figure: a short-lived child asks instead.
-    done = subprocess.run(
-        [sys.executable, "-c", _HARDWARE_CHILD], capture_output=True, text=True, timeout=300, cwd=_REPO_ROOT
-    )
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TrainerError(f"could not query the GPU ({tail}); check the NVIDIA driver")
-    return HardwareReport(**json.loads(done.stdout))
+    try:
+        return HardwareReport.from_dict(run_python_json(["-c", _HARDWARE_CHILD]))
+    except ChildProcessError as err:
+        raise TrainerError(f"could not query the GPU ({err}); check the NVIDIA driver") from None
 
 
 def _or_stop(make: Callable):

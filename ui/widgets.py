@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import streamlit as st
 
+from server.records import JobView
 from trainer.environment import HardwareReport
-from trainer.jobs import JobView
 from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts
 from ui.charts import format_seconds, precision_name

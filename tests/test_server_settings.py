@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
+from server.settings import Settings
 from trainer.config import RunConfig
 from trainer.errors import ConfigError
-from trainer.settings import Settings
 
 
 def test_defaults_without_environment():

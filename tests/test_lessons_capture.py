@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from trainer.capture import (
+from lessons.capture import (
     KINDS,
     MAX_VALUES_PER_LAYER,
     capture_values,

@@ -4,11 +4,11 @@ import time
 
 import pytest
 
+from server.history import HistoryError, HistoryStore
+from server.records import JobSpec, JobView
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
-from trainer.history import HistoryError, HistoryStore
 from trainer.isolated import RunOutcome
-from trainer.jobs import JobSpec, JobView
 from trainer.progress import Progress
 from trainer.results import RunResult
 

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import statistics
-from typing import TYPE_CHECKING
 
+from server.history import HistoryStore, RunTiming
+from server.records import JobSpec
 from trainer.config import RunConfig
-
-if TYPE_CHECKING:
-    from trainer.history import HistoryStore, RunTiming
-    from trainer.jobs import JobSpec
 
 TRAIN_SPLIT_IMAGES = 50_000  # CIFAR-10 and the synthetic stand-in have the same split sizes
 RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
@@ -39,13 +36,13 @@ def planned_images(config: RunConfig) -> int:
     return min(config.subset, TRAIN_SPLIT_IMAGES) if config.subset else TRAIN_SPLIT_IMAGES
 
 
-def estimate_run_seconds(config: RunConfig, store: "HistoryStore | None", device_type: str) -> float | None:
+def estimate_run_seconds(config: RunConfig, store: HistoryStore | None, device_type: str) -> float | None:
     """Seconds one run should take, start-up and evaluation included; None if nothing is known."""
     measured = _from_history(config, store, device_type) if store is not None else None
     return measured if measured is not None else coarse_run_seconds(config, device_type)
 
 
-def estimate_job_seconds(spec: "JobSpec", store: "HistoryStore | None", device_type: str) -> float | None:
+def estimate_job_seconds(spec: JobSpec, store: HistoryStore | None, device_type: str) -> float | None:
     """Seconds for all runs of a job (a sweep's largest-batch search not included); None if any is unknown."""
     estimates = [estimate_run_seconds(run, store, device_type) for run in spec.runs]
     return None if None in estimates else sum(estimates)
@@ -66,7 +63,7 @@ def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     return config.epochs * per_epoch_s + COARSE_FIXED_S[device_type]
 
 
-def _from_history(config: RunConfig, store: "HistoryStore", device_type: str) -> float | None:
+def _from_history(config: RunConfig, store: HistoryStore, device_type: str) -> float | None:
     """Median steady throughput and fixed overhead of similar past runs on this kind of device."""
     timings = store.run_timings(device_type, config.precision, config.loader, config.width, limit=RECENT_RUNS)
     timings = [t for t in timings if t.steady_images_per_s and t.epochs > 0 and t.train_images > 0]
@@ -80,7 +77,7 @@ def _from_history(config: RunConfig, store: "HistoryStore", device_type: str) ->
     return config.epochs * planned_images(config) / images_per_s + fixed_s
 
 
-def _fixed_seconds(timing: "RunTiming") -> float:
+def _fixed_seconds(timing: RunTiming) -> float:
     """What a run cost beyond its steady training: start-up, data loading, warm-up and evaluation."""
     steady_s = timing.epochs * timing.train_images / timing.steady_images_per_s
     return max(0.0, timing.wall_s - steady_s)

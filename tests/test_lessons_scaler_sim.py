@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
+from lessons.scaler_sim import ScalerSettings, inf_pattern, parse_steps, simulate, simulate_gradients
 from trainer.errors import ConfigError
-from trainer.scaler_sim import ScalerSettings, inf_pattern, parse_steps, simulate, simulate_gradients
 
 
 def drive_real_scaler(found_inf: list[bool], settings: ScalerSettings) -> tuple[list[float], list[int]]:

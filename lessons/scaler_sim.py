@@ -12,8 +12,8 @@ from typing import Sequence
 
 import numpy as np
 
+from lessons.underflow import FP16_MAX
 from trainer.errors import ConfigError
-from trainer.underflow import FP16_MAX
 
 MAX_SIMULATED_STEPS = 100_000
 

@@ -12,8 +12,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.datasets import MEAN, STD, cifar10_available, load_split
+from trainer.datasets import cifar10_available, load_split
 from trainer.errors import ConfigError
+from trainer.images import MEAN, STD
 from trainer.model import build_model
 
 KINDS = ("weights", "activations", "gradients", "activation gradients")

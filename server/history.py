@@ -12,13 +12,11 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
+from server.records import JobView
 from trainer.errors import TrainerError
 from trainer.results import RunResult
-
-if TYPE_CHECKING:
-    from trainer.jobs import JobView
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +126,7 @@ class HistoryStore:
             if db is not None:
                 db.close()
 
-    def save_job(self, job: "JobView") -> None:
+    def save_job(self, job: JobView) -> None:
         """Insert or replace the job, and its successful runs, by the job's id."""
         data = job.to_dict()
         row = {
@@ -178,7 +176,7 @@ class HistoryStore:
         precision: str | None = None,
         text: str | None = None,
         session_id: str | None = None,
-    ) -> list["JobView"]:
+    ) -> list[JobView]:
         """Jobs newest first; each filter given narrows the list (text: case-insensitive, in the label)."""
         where, params = [], []
         for column, value in (("kind", kind), ("status", status), ("session_id", session_id)):
@@ -269,7 +267,7 @@ def _run_filters(precision, device_type, loader, width, data=None) -> tuple[str,
     return (f"WHERE {' AND '.join(where)}" if where else ""), params
 
 
-def _run_rows(job: "JobView", outcomes: list[dict]) -> Iterator[dict]:
+def _run_rows(job: JobView, outcomes: list[dict]) -> Iterator[dict]:
     wall_times = job.extras.get("run_wall_s", [])
     for index, outcome in enumerate(outcomes):
         result = outcome.get("result")
@@ -296,9 +294,7 @@ def _run_rows(job: "JobView", outcomes: list[dict]) -> Iterator[dict]:
         }
 
 
-def _to_view(row: dict) -> "JobView":
-    from trainer.jobs import JobView
-
+def _to_view(row: dict) -> JobView:
     outcomes = json.loads(row["outcomes"])
     return JobView.from_dict(
         {

@@ -1,27 +1,21 @@
-"""When does AMP pay off? Short timed runs over batch sizes (and widths), their summary and a verdict in words;
-where a run's time goes (waiting for data vs computing); and, on a GPU, the largest batch that fits.
-"""
+"""When does AMP pay off? Short timed runs over batch sizes (and widths), their summary and a verdict in words,
+and where a run's time goes (waiting for data vs computing)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Callable, Iterable, Sequence
+from typing import Iterable, Sequence
 
 from trainer.config import AMP_PRECISIONS, LOADERS, RunConfig
-from trainer.errors import CancelledError, ConfigError, TrainerError, UnsupportedModeError
+from trainer.errors import ConfigError
 from trainer.results import RunResult
 
 SWEEP_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
-MAX_SWEEP_RUNS = 12  # a sweep is one job; the job manager takes at most this many runs in one
 DEFAULT_STEPS_PER_RUN = 20
 # Below this ratio of images/s the difference is within what run-to-run noise does on a shared machine.
 PAYS_OFF_SPEEDUP = 1.05
 # Memory figures in order of preference for the sweep's chart: what PyTorch allocated on a GPU, else the CPU's.
 MEMORY_PREFERENCE = ("torch_max_allocated", "nvml_device_used", "torch_max_reserved", "process_rss_growth")
-# The largest-batch search never goes past this: two steps of it still fit in the 50,000 training images.
-PROBE_CEILING = 16384
-PROBE_START = 256
-PROBE_MAX_TRIES = 12
 DATA_BOUND_SHARE = 0.5  # waiting for data at least half the time: the pipeline bounds the run
 DATA_NOTICEABLE_SHARE = 0.2
 
@@ -73,9 +67,11 @@ def plan_sweep(
     widths: Sequence[int] = (1,),
     amp_mode: str = "amp-bf16",
     steps_per_run: int = DEFAULT_STEPS_PER_RUN,
+    max_runs: int | None = None,
 ) -> list[RunConfig]:
     """fp32 and `amp_mode` at every batch size and width: one epoch of `steps_per_run` steps each.
 
+    `max_runs` is the most runs the caller can take in one job (the server's limit); None for no limit.
     fp32 and AMP alternate at each point, so a slow drift of the machine touches both alike.
     """
     if amp_mode not in AMP_PRECISIONS:
@@ -84,10 +80,10 @@ def plan_sweep(
     if not batch_sizes or not widths:
         raise ConfigError("pick at least one batch size and one width for the sweep")
     runs = 2 * len(batch_sizes) * len(widths)
-    if runs > MAX_SWEEP_RUNS:
+    if max_runs is not None and runs > max_runs:
         raise ConfigError(
             f"{len(batch_sizes)} batch sizes x {len(widths)} widths x 2 precisions is {runs} runs; "
-            f"a sweep takes at most {MAX_SWEEP_RUNS}: pick fewer batch sizes or widths"
+            f"a sweep takes at most {max_runs}: pick fewer batch sizes or widths"
         )
     if not 2 <= steps_per_run <= 1000:
         raise ConfigError(f"steps per run must be between 2 and 1000, got {steps_per_run}")
@@ -260,84 +256,3 @@ def _bound_by(row: BreakdownRow) -> str:
     if row.data_share >= DATA_NOTICEABLE_SHARE:
         return f"With {name}, {share}: compute bounds the run, but the data pipeline costs a noticeable part."
     return f"With {name}, {share}: compute bounds this run, which is where AMP helps."
-
-
-# ---- the largest batch that fits (GPU) -------------------------------------------------------------------
-
-
-def probe_max_batch(
-    base_config: RunConfig,
-    precisions: Sequence[str],
-    should_cancel: Callable[[], bool] | None = None,
-    runner: Callable | None = None,
-) -> dict[str, int]:
-    """The largest batch per precision that trains without running out of GPU memory (0 if none fits).
-
-    Each try is two steps in a fresh subprocess; a precision stops at PROBE_CEILING.
-    """
-    from trainer.jobs import resolve_device_type
-
-    if resolve_device_type(base_config.device) != "cuda":
-        raise UnsupportedModeError(
-            "the largest-batch search needs a CUDA GPU; on a CPU the limit is the machine's RAM, not the device's"
-        )
-    if runner is None:
-        from trainer.isolated import run_isolated as runner
-    found = {}
-    for precision in precisions:
-
-        def fits(batch: int, precision=precision) -> bool:
-            outcome = runner(probe_config(base_config, precision, batch), should_cancel=should_cancel)
-            if outcome.status == "ok":
-                return True
-            if outcome.status == "cancelled":
-                raise CancelledError("the largest-batch search was cancelled")
-            if outcome.error_kind == "OutOfMemoryError":
-                return False
-            raise TrainerError(f"{precision} at batch {batch} failed for another reason: {outcome.error}")
-
-        found[precision] = largest_fitting(fits)
-    return found
-
-
-def probe_config(base: RunConfig, precision: str, batch_size: int) -> RunConfig:
-    """A two-step run at `batch_size`: enough to allocate activations, gradients and optimizer state."""
-    return replace(
-        base,
-        precision=precision,
-        batch_size=batch_size,
-        epochs=1,
-        subset=2 * batch_size,
-        test_subset=min(batch_size, 1000),
-        warmup_steps=0,
-        log_every=1,
-        breakdown=False,
-    ).validate()
-
-
-def largest_fitting(
-    fits: Callable[[int], bool],
-    start: int = PROBE_START,
-    ceiling: int = PROBE_CEILING,
-    max_tries: int = PROBE_MAX_TRIES,
-) -> int:
-    """Largest n <= ceiling with fits(n): double from `start` until a failure, then bisect; at most max_tries calls.
-
-    Bisection stops once the gap is within 1/32 of the known fit, so the answer is within ~3% of the true limit.
-    """
-    good, bad, tries, batch = 0, None, 0, start
-    while tries < max_tries:
-        tries += 1
-        if fits(batch):
-            good = batch
-            if bad is None and batch >= ceiling:
-                break
-        else:
-            bad = batch
-        if bad is None:
-            batch = min(batch * 2, ceiling)
-            continue
-        if bad - good <= max(1, good // 32):
-            break
-        batch = (good + bad) // 2
-    return good

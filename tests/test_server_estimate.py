@@ -1,10 +1,10 @@
 import pytest
 
+from server.estimate import coarse_run_seconds, estimate_job_seconds, estimate_run_seconds
+from server.history import HistoryStore
+from server.records import JobSpec, JobView
 from trainer.config import RunConfig
-from trainer.estimate import coarse_run_seconds, estimate_job_seconds, estimate_run_seconds
-from trainer.history import HistoryStore
 from trainer.isolated import RunOutcome
-from trainer.jobs import JobSpec, JobView
 from trainer.results import RunResult
 
 

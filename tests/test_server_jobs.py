@@ -5,14 +5,15 @@ import time
 
 import pytest
 
+from server.history import HistoryStore
+from server.jobs import JobManager
+from server.records import JobSpec
+from server.settings import Settings
 from trainer.config import RunConfig
 from trainer.errors import ConfigError
-from trainer.history import HistoryStore
 from trainer.isolated import RunOutcome, run_isolated
-from trainer.jobs import JobManager, JobSpec
 from trainer.progress import Progress
 from trainer.results import RunResult
-from trainer.settings import Settings
 
 WAIT_S = 20.0
 

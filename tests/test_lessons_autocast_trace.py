@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from trainer.autocast_trace import TRACE_MODES, AutocastTrace, available_modes, trace_all_isolated, trace_dtypes
+from lessons.autocast_trace import TRACE_MODES, AutocastTrace, available_modes, trace_all_isolated, trace_dtypes
 from trainer.errors import ConfigError
 
 WEIGHTED = ("Conv2d", "Linear")

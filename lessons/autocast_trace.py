@@ -11,15 +11,15 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import torch
 from torch import nn
 
-from trainer.errors import ConfigError, TrainerError, UnsupportedModeError
+from trainer.capabilities import resolve_device, support_on
+from trainer.child_process import ChildProcessError, run_python_json
+from trainer.errors import ConfigError, TrainerError
 from trainer.model import build_model
 
 # mode -> (autocast dtype or None, dtype the whole model and input are converted to)
@@ -88,7 +88,7 @@ def trace_dtypes(
         raise ConfigError(f"unknown trace mode {mode!r}: choose one of {', '.join(TRACE_MODES)}")
     device = torch.device(device)
     autocast_dtype, model_dtype = TRACE_MODES[mode]
-    _check_supported(mode, device, autocast_dtype, model_dtype)
+    support_on(resolve_device(str(device))).check(mode)
     model = build_model(width, device, seed=seed).to(model_dtype)
     generator = torch.Generator().manual_seed(seed)
     images = torch.randn(batch_size, 3, 32, 32, generator=generator).to(device, model_dtype)
@@ -126,15 +126,8 @@ def trace_dtypes(
 
 def available_modes(device: torch.device | str) -> list[str]:
     """The modes this device can trace (bf16 needs native support on a GPU)."""
-    device = torch.device(device)
-    modes = []
-    for mode, (autocast_dtype, model_dtype) in TRACE_MODES.items():
-        try:
-            _check_supported(mode, device, autocast_dtype, model_dtype)
-        except UnsupportedModeError:
-            continue
-        modes.append(mode)
-    return modes
+    support = support_on(resolve_device(str(device)))
+    return [mode for mode in TRACE_MODES if support.runs(mode)]
 
 
 def trace_all(device: torch.device | str = "cpu", batch_size: int = 8) -> list[AutocastTrace]:
@@ -144,14 +137,12 @@ def trace_all(device: torch.device | str = "cpu", batch_size: int = 8) -> list[A
 
 def trace_all_isolated(device: str, batch_size: int = 8, timeout_s: float = 300) -> list[AutocastTrace]:
     """trace_all in a short-lived child process, so a long-lived server never holds a CUDA context of its own."""
-    done = subprocess.run(
-        [sys.executable, "-m", "trainer.autocast_trace", "--device", device, "--batch-size", str(batch_size)],
-        capture_output=True, text=True, timeout=timeout_s, cwd=Path(__file__).resolve().parents[1],
-    )
-    if done.returncode != 0:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise TrainerError(f"the dtype trace on {device} failed ({tail})")
-    return [AutocastTrace.from_dict(item) for item in json.loads(done.stdout)]
+    args = ["-m", "lessons.autocast_trace", "--device", device, "--batch-size", str(batch_size)]
+    try:
+        traced = run_python_json(args, timeout_s=timeout_s)
+    except ChildProcessError as err:
+        raise TrainerError(f"the dtype trace on {device} failed ({err})") from None
+    return [AutocastTrace.from_dict(item) for item in traced]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,17 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(json.dumps([trace.to_dict() for trace in trace_all(args.device, args.batch_size)]))
     return 0
-
-
-def _check_supported(mode: str, device: torch.device, autocast_dtype, model_dtype) -> None:
-    if device.type == "cuda":
-        if not torch.cuda.is_available():
-            raise UnsupportedModeError("no CUDA GPU is visible: trace on the cpu instead")
-        uses_bf16 = torch.bfloat16 in (autocast_dtype, model_dtype)
-        if uses_bf16 and not torch.cuda.is_bf16_supported(including_emulation=False):
-            raise UnsupportedModeError(f"{mode} needs a GPU with native bfloat16: trace the fp16 modes instead")
-    elif device.type != "cpu":
-        raise UnsupportedModeError(f"device {device.type!r} is not supported: use cpu or cuda")
 
 
 def _recorder(name: str, module: nn.Module, rows: dict[str, LayerDtypes]):

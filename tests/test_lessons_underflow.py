@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from trainer.underflow import (
+from lessons.underflow import (
     FP16_MAX,
     FP16_SMALLEST_NORMAL,
     FP16_SMALLEST_SUBNORMAL,

@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
+from lessons.number_formats import FORMATS, encode, encode_all, format_range, format_table, parse_value
 from trainer.errors import ConfigError
-from trainer.number_formats import FORMATS, encode, encode_all, format_range, format_table, parse_value
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 

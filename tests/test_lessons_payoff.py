@@ -1,22 +1,19 @@
 import pytest
 
-from trainer.config import RunConfig
-from trainer.errors import ConfigError, UnsupportedModeError
-from trainer.isolated import RunOutcome
-from trainer.loop import run_training
-from trainer.results import RunResult
-from trainer.sweep import (
+from lessons.payoff import (
     BreakdownRow,
     breakdown_sentence,
-    largest_fitting,
     plan_breakdown,
     plan_sweep,
-    probe_config,
-    probe_max_batch,
     summarize_breakdown,
     summarize_sweep,
     verdict,
 )
+from trainer.config import RunConfig
+from trainer.errors import ConfigError
+from trainer.isolated import RunOutcome
+from trainer.loop import run_training
+from trainer.results import RunResult
 
 TINY = RunConfig(data="synthetic", loader="resident", num_workers=0, device="cpu", warmup_steps=1)
 
@@ -40,7 +37,7 @@ def test_plan_alternates_precisions_and_sizes_runs():
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(batch_sizes=[32, 64, 128, 256, 512, 1024, 2048]), dict(batch_sizes=[64], amp_mode="fp32"),
+    [dict(batch_sizes=[32, 64, 128, 256, 512, 1024, 2048], max_runs=12), dict(batch_sizes=[64], amp_mode="fp32"),
      dict(batch_sizes=[]), dict(batch_sizes=[64], steps_per_run=1)],
 )
 def test_plan_refuses_bad_sweeps(kwargs):
@@ -126,37 +123,3 @@ def test_breakdown_sentence_names_the_bound():
     assert "With the resident loader, 2%" in text and "compute bounds this run" in text
     assert "2.50x the DataLoader's images/s" in text
     assert summarize_breakdown([result("fp32", 64, 1.0)]) == []  # no breakdown recorded
-
-
-@pytest.mark.parametrize("limit", [0, 100, 256, 5000, 16383, 10**9])
-def test_largest_fitting_is_bounded_and_close(limit):
-    tries = []
-
-    def fits(batch):
-        tries.append(batch)
-        return batch <= limit
-
-    found = largest_fitting(fits)
-    assert len(tries) <= 12
-    assert found <= limit and found <= 16384
-    assert found >= min(limit, 16384) * 0.96 or found == limit
-
-
-def test_probe_needs_a_gpu():
-    with pytest.raises(UnsupportedModeError, match="GPU"):
-        probe_max_batch(RunConfig(device="cpu"), ["fp32"])
-
-
-def test_probe_recovers_from_out_of_memory(monkeypatch):
-    monkeypatch.setattr("trainer.jobs.resolve_device_type", lambda name: "cuda")
-    limits = {"fp32": 3000, "amp-fp16": 6000}
-
-    def runner(config, should_cancel=None):
-        if config.batch_size <= limits[config.precision]:
-            return RunOutcome(config=config, status="ok", result=result(config.precision, config.batch_size, 1.0))
-        return RunOutcome(config=config, status="failed", error="does not fit", error_kind="OutOfMemoryError")
-
-    found = probe_max_batch(RunConfig(device="cuda"), ["fp32", "amp-fp16"], runner=runner)
-    assert 2900 <= found["fp32"] <= 3000 and 5800 <= found["amp-fp16"] <= 6000
-    config = probe_config(RunConfig(device="cuda"), "fp32", 512)
-    assert (config.subset, config.epochs, config.warmup_steps) == (1024, 1, 0)

@@ -1,0 +1,150 @@
+"""What the server passes around about jobs: what a learner asked for (JobSpec) and what a page may read (JobView)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trainer.config import RunConfig
+from trainer.errors import ConfigError
+from trainer.isolated import RunOutcome
+from trainer.progress import Progress
+from trainer.results import RunResult
+
+JOB_KINDS = ("compare", "run", "sweep", "breakdown")
+JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
+FINISHED_STATUSES = ("done", "failed", "cancelled")
+MAX_SWEEP_RUNS = 12  # a sweep is one job; the server takes at most this many runs in one
+RUNS_PER_KIND = {"compare": (2, 2), "run": (1, 1), "sweep": (1, MAX_SWEEP_RUNS), "breakdown": (2, 2)}  # (fewest, most)
+MAX_LABEL_CHARS = 120
+# fp16 autocast on a CPU is tens of times slower than fp32, so the server takes it only on a small subset.
+CPU_FP16_MAX_SUBSET = 5000
+
+
+@dataclass
+class JobSpec:
+    """What a learner asked for: a comparison (2 runs), a single run, or a sweep of runs."""
+
+    kind: str  # compare | run | sweep | breakdown (one config timed with each loader)
+    runs: list[RunConfig]  # executed in order, each in its own subprocess
+    label: str = ""
+    probe_max_batch: bool = False  # sweep on CUDA: also search the largest batch per precision
+
+    def validate(self) -> "JobSpec":
+        """Raise ConfigError with one clear line for the first problem; return self."""
+        if self.kind not in JOB_KINDS:
+            raise ConfigError(f"unknown job kind {self.kind!r}: choose one of {', '.join(JOB_KINDS)}")
+        if not isinstance(self.runs, list) or not all(isinstance(run, RunConfig) for run in self.runs):
+            raise ConfigError("a job's runs must be a list of run settings")
+        fewest, most = RUNS_PER_KIND[self.kind]
+        if not fewest <= len(self.runs) <= most:
+            wanted = str(fewest) if fewest == most else f"{fewest} to {most}"
+            raise ConfigError(f"a {self.kind} job needs {wanted} runs, got {len(self.runs)}")
+        if not isinstance(self.label, str) or len(self.label) > MAX_LABEL_CHARS:
+            raise ConfigError(f"a job label must be text of at most {MAX_LABEL_CHARS} characters")
+        for run in self.runs:
+            run.validate()
+        return self
+
+    @property
+    def precisions(self) -> list[str]:
+        """The precisions of the runs, in order, each once."""
+        return list(dict.fromkeys(run.precision for run in self.runs))
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": self.kind,
+            "runs": [run.to_dict() for run in self.runs],
+            "label": self.label,
+            "probe_max_batch": self.probe_max_batch,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobSpec":
+        return cls(
+            kind=data["kind"],
+            runs=[RunConfig.from_dict(run) for run in data.get("runs", [])],
+            label=data.get("label", ""),
+            probe_max_batch=bool(data.get("probe_max_batch", False)),
+        )
+
+
+@dataclass
+class JobView:
+    """A read-only snapshot of one job for the UI (changing it changes nothing on the server)."""
+
+    id: str
+    session_id: str
+    kind: str
+    label: str
+    status: str  # queued | running | done | failed | cancelled
+    queue_position: int | None  # 1 = next to run; None when not queued
+    estimated_wait_s: float | None  # until this job starts; None when unknown or not queued
+    current_run: int  # index into spec.runs being executed
+    progress: Progress | None  # latest progress of the current run
+    live_losses: list[list[dict]]  # per run: {"step", "epoch", "loss"} points seen so far
+    outcomes: list[RunOutcome]  # each finished run, in order
+    error: str | None
+    spec: JobSpec
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    extras: dict  # e.g. {"max_batch": {...}} for sweeps, "run_wall_s", "device_type"
+    estimated_total_s: float | None = None  # whole job, estimated when it was submitted
+    cancel_requested: bool = False
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def results(self) -> list[RunResult]:
+        """Results of the runs that finished successfully, in run order."""
+        return [o.result for o in self.outcomes if o.status == "ok" and o.result is not None]
+
+    def to_dict(self) -> dict:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "kind": self.kind,
+            "label": self.label,
+            "status": self.status,
+            "queue_position": self.queue_position,
+            "estimated_wait_s": self.estimated_wait_s,
+            "current_run": self.current_run,
+            "progress": self.progress.to_dict() if self.progress else None,
+            "live_losses": self.live_losses,
+            "outcomes": [outcome.to_dict() for outcome in self.outcomes],
+            "error": self.error,
+            "spec": self.spec.to_dict(),
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "extras": self.extras,
+            "estimated_total_s": self.estimated_total_s,
+            "cancel_requested": self.cancel_requested,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "JobView":
+        progress = data.get("progress")
+        return cls(
+            id=data["id"],
+            session_id=data["session_id"],
+            kind=data["kind"],
+            label=data.get("label", ""),
+            status=data["status"],
+            queue_position=data.get("queue_position"),
+            estimated_wait_s=data.get("estimated_wait_s"),
+            current_run=data.get("current_run", 0),
+            progress=Progress.from_dict(progress) if progress else None,
+            live_losses=data.get("live_losses", []),
+            outcomes=[RunOutcome.from_dict(outcome) for outcome in data.get("outcomes", [])],
+            error=data.get("error"),
+            spec=JobSpec.from_dict(data["spec"]),
+            created_at=data["created_at"],
+            started_at=data.get("started_at"),
+            finished_at=data.get("finished_at"),
+            extras=data.get("extras", {}),
+            estimated_total_s=data.get("estimated_total_s"),
+            cancel_requested=bool(data.get("cancel_requested", False)),
+        )

@@ -1,0 +1,117 @@
+"""What can run here: which device a run uses, and which precision modes that device can run (with the reason,
+one line, for every mode it cannot).
+
+The one place for these decisions: the precision policy, the job server, the pages, the hardware report, the
+autocast trace and the command line all ask it rather than repeat a rule.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from trainer.config import PRECISIONS
+from trainer.errors import ConfigError, UnsupportedModeError
+
+# The modes the autocast trace shows besides the training modes: the whole model cast to 16 bits (not AMP).
+WHOLE_MODEL_MODES = ("fp16-true", "bf16-true")
+ALL_MODES = PRECISIONS + WHOLE_MODEL_MODES
+DEVICE_TYPES = ("cpu", "cuda")
+TF32_MIN_CAPABILITY = (8, 0)  # TF32 Tensor Core math arrived with Ampere (NVIDIA's A100 whitepaper)
+
+CPU_FP16_WARNING = (
+    "amp-fp16 on a CPU runs fp16 kernels without hardware support: expect it to be tens of times "
+    "slower than fp32 here. Use amp-bf16 on a CPU."
+)
+
+
+def resolve_device_type(name: str) -> str:
+    """`auto` -> "cuda" when a GPU is visible, else "cpu"; opens no CUDA context (safe in the server)."""
+    if name == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    device_type = torch.device(name).type
+    if device_type not in DEVICE_TYPES:
+        raise UnsupportedModeError(f"device {name!r} is not supported: use auto, cpu or cuda")
+    return device_type
+
+
+def resolve_device(name: str) -> torch.device:
+    """"auto" -> the current CUDA GPU if there is one, else the CPU; "cuda" without a GPU is an error."""
+    device_type = resolve_device_type(name)
+    if device_type == "cpu":
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise UnsupportedModeError("no CUDA GPU is visible to this process: use device cpu or auto")
+    device = torch.device(name if name != "auto" else "cuda")
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index >= torch.cuda.device_count():
+        raise UnsupportedModeError(f"there is no GPU {index}: this machine has {torch.cuda.device_count()}")
+    return torch.device("cuda", index)
+
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    """The few facts about a device that decide which modes it runs."""
+
+    device_type: str  # cpu | cuda
+    compute_capability: str | None = None  # "8.0" on a GPU
+    native_bf16: bool = False  # GPU bfloat16 arithmetic without emulation
+
+    @classmethod
+    def of(cls, device: torch.device | str) -> "DeviceFacts":
+        """Read the facts from torch (on a GPU this opens a CUDA context: keep it out of long-lived servers)."""
+        device = torch.device(device)
+        if device.type != "cuda":
+            return cls(device.type)
+        major, minor = torch.cuda.get_device_capability(device)
+        return cls("cuda", f"{major}.{minor}", torch.cuda.is_bf16_supported(including_emulation=False))
+
+    @property
+    def capability(self) -> tuple[int, int]:
+        major, _, minor = (self.compute_capability or "0.0").partition(".")
+        return int(major), int(minor or 0)
+
+
+@dataclass(frozen=True)
+class ModeSupport:
+    """Which modes one device runs; `refused` gives the reason for each mode it cannot, `warnings` the caveats."""
+
+    device_type: str
+    supported: tuple[str, ...]
+    refused: dict[str, str] = field(default_factory=dict)
+    warnings: dict[str, str] = field(default_factory=dict)
+
+    def check(self, mode: str) -> None:
+        """Raise ConfigError for an unknown mode and UnsupportedModeError (with the reason) for a refused one."""
+        if mode not in ALL_MODES:
+            raise ConfigError(f"unknown precision {mode!r}: choose one of {', '.join(PRECISIONS)}")
+        if mode in self.refused:
+            raise UnsupportedModeError(self.refused[mode])
+
+    def runs(self, mode: str) -> bool:
+        return mode in self.supported
+
+
+def mode_support(facts: DeviceFacts) -> ModeSupport:
+    """Every mode of ALL_MODES, sorted into what `facts`' device runs and what it refuses (and why)."""
+    refused, warnings = {}, {}
+    if facts.device_type == "cpu":
+        refused["tf32"] = "tf32 needs an NVIDIA GPU (compute capability 8.0 or newer); this run is on the CPU"
+        warnings["amp-fp16"] = CPU_FP16_WARNING
+    elif facts.device_type == "cuda":
+        if facts.capability < TF32_MIN_CAPABILITY:
+            refused["tf32"] = f"tf32 needs compute capability 8.0 or newer; this GPU has {facts.compute_capability}"
+        if not facts.native_bf16:
+            for mode in ("amp-bf16", "bf16-true"):
+                refused[mode] = f"{mode} needs a GPU with native bfloat16 (Ampere or newer): use the fp16 modes"
+    else:
+        reason = f"device {facts.device_type!r} is not supported: use cpu or cuda"
+        refused.update({mode: reason for mode in ALL_MODES})
+    supported = tuple(mode for mode in ALL_MODES if mode not in refused)
+    return ModeSupport(facts.device_type, supported, refused, warnings)
+
+
+def support_on(device: torch.device | str) -> ModeSupport:
+    """The modes `device` runs, read from torch (see DeviceFacts.of about the CUDA context)."""
+    return mode_support(DeviceFacts.of(device))

@@ -1,0 +1,44 @@
+"""Ask a fresh Python for an answer: run it, read the JSON it prints last, and turn any failure into one line.
+
+Used where the asking process must stay clean: a long-lived server that must never hold a CUDA context of its
+own, a warning that a process prints only once, a benchmark whose every run needs a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from trainer.errors import TrainerError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ChildProcessError(TrainerError):
+    """The child failed, timed out or printed no JSON; the message says which, in one line."""
+
+
+def run_python(args: list[str], input_text: str | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:
+    """`python ARGS` from the repository root, output captured as text; raises ChildProcessError on a timeout."""
+    try:
+        return subprocess.run(
+            [sys.executable, *args], input=input_text, capture_output=True, text=True, cwd=REPO_ROOT,
+            timeout=timeout_s,
+        )
+    except subprocess.TimeoutExpired:
+        raise ChildProcessError(f"timed out after {timeout_s:.0f} s") from None
+
+
+def run_python_json(args: list[str], input_text: str | None = None, timeout_s: float = 300):
+    """The JSON value on the last line a fresh `python ARGS` printed; ChildProcessError when there is none."""
+    done = run_python(args, input_text, timeout_s)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ChildProcessError(f"exit code {done.returncode}: {tail}")
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError:
+        raise ChildProcessError(f"the last line it printed is not JSON: {lines[-1][:200]}") from None
