@@ -4,10 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from server.records import JOB_KINDS, JOB_STATUSES
+from trainer.comparison_table import format_seconds, precision_name
 from trainer.config import PRECISIONS
 from trainer.results import RunResult
 from ui import session
-from ui.charts import format_seconds, precision_name, run_labels
+from ui.charts import run_labels
 from ui.experiment import subset_name
 from ui.widgets import comparison_charts, comparison_summary, when
 

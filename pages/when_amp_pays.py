@@ -16,11 +16,11 @@ from lessons.payoff import (
 from server.batch_probe import PROBE_CEILING
 from server.estimate import estimate_run_seconds
 from server.records import MAX_SWEEP_RUNS, JobSpec, JobView
+from trainer.comparison_table import format_bytes
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
 from trainer.results import MEMORY_LABELS
 from ui import session
-from ui.charts import format_bytes
 from ui.experiment import amp_modes, default_amp
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.widgets import about, run_progress_text, when

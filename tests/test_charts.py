@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from ui_fixtures import lab_pair, make_result
 
+from trainer.comparison_table import MEMORY_SHORT_NAMES
 from trainer.results import MEMORY_LABELS
 from ui import charts
 
@@ -56,7 +57,7 @@ def test_memory_chart_groups_bars_per_memory_figure(runs):
     assert spec["encoding"]["x"]["field"] == "figure"
     assert spec["encoding"]["xOffset"]["field"] == "run"
     assert {"run", "description", "megabytes"} <= set(tooltip_fields(spec))
-    allocated = [r for r in rows(chart) if r["figure"] == charts.MEMORY_SHORT_NAMES["torch_max_allocated"]]
+    allocated = [r for r in rows(chart) if r["figure"] == MEMORY_SHORT_NAMES["torch_max_allocated"]]
     assert [(r["run"], r["megabytes"]) for r in allocated] == [("FP32", 1800.0), ("AMP (fp16)", 1100.0)]
     assert allocated[0]["description"] == MEMORY_LABELS["torch_max_allocated"]
     assert len(rows(chart)) == 4
@@ -107,35 +108,11 @@ def test_throughput_chart_without_any_steady_figure_says_why_in_its_title():
     assert "every step was a warm-up step" in spec["title"]
 
 
-def test_comparison_table_is_the_labs_table_computed():
-    table = charts.comparison_table(*lab_pair())
-    assert list(table.columns) == ["Metric", "FP32", "AMP", "Improvement"]
-    by_metric = table.set_index("Metric")
-    assert by_metric.loc["Training time (2 epochs)"].tolist() == ["75.0 s", "48.0 s", "1.56x faster (36% less time)"]
-    assert by_metric.loc["Peak memory: PyTorch allocated"].tolist() == ["1.80 GB", "1.10 GB", "39% less"]
-    assert by_metric.loc["Test accuracy"].tolist() == ["50.0%", "51.0%", "+1.0 points"]
-    assert by_metric.loc["Throughput (images/s after warm-up)", "Improvement"] == "1.56x"
-    assert by_metric.loc["Steps skipped by the loss scaler"].tolist() == ["0", "0", ""]
-
-
-def test_comparison_table_names_columns_by_precision_outside_the_usual_pair():
-    table = charts.comparison_table(make_result("fp32", 10.0), make_result("fp32", 12.0))
-    assert list(table.columns) == ["Metric", "FP32 (first)", "FP32 (second)", "Improvement"]
-    assert table.iloc[0]["Improvement"] == "1.20x slower (20% more time)"
-    assert "Steps skipped by the loss scaler" not in table["Metric"].tolist()
-
-
-def test_lab_reference_table_matches_the_labs_figures():
-    table = charts.lab_reference_table().set_index("Metric")
-    assert table.loc["Training time (5 epochs)"].tolist() == ["~75 s", "~48 s", "~36% faster"]
-    assert table.loc["Peak GPU memory"].tolist() == ["~1.8 GB", "~1.1 GB", "~39% less"]
-
-
-@pytest.mark.parametrize(
-    "count, text", [(1_800_000_000, "1.80 GB"), (95_000_000, "95 MB"), (2_500, "2 kB")]
-)
-def test_format_bytes_uses_decimal_units_like_the_lab(count, text):
-    assert charts.format_bytes(count) == text
+def test_comparison_table_is_a_frame_of_the_shared_table():
+    frame = charts.comparison_table(*lab_pair())
+    assert list(frame.columns) == ["Metric", "FP32", "AMP", "Improvement"]
+    assert frame.iloc[0].tolist() == ["Training time (2 epochs)", "75.0 s", "48.0 s", "1.56x faster (36% less time)"]
+    assert list(charts.lab_reference_table().columns) == ["Metric", "FP32 (lab)", "AMP (lab)", "Improvement"]
 
 
 def test_chart_and_table_builders_do_not_import_streamlit():

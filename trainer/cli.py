@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from trainer.comparison_table import MEMORY_SHORT_NAMES, comparison_table, format_bytes
 from trainer.config import DATA_SOURCES, DEVICES, LOADERS, PRECISIONS, WIDTHS, RunConfig
 from trainer.errors import CancelledError, ConfigError, TrainerError
 from trainer.progress import Progress
@@ -25,14 +26,6 @@ EPILOG = """exit status:
 
 Throughput is 'steady': the first --warmup-steps steps are left out. Total time runs from the first batch
 to the end of the last, warm-up included, as the lab measures it."""
-
-# Short names for the results table; MEMORY_LABELS holds the full descriptions.
-MEMORY_SHORT = {
-    "torch_max_allocated": "PyTorch allocated",
-    "torch_max_reserved": "PyTorch reserved",
-    "nvml_device_used": "device used (nvidia-smi)",
-    "process_rss_growth": "process RSS growth",
-}
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -160,7 +153,7 @@ def _compare_command(args: argparse.Namespace) -> int:
         results.append(outcome.result)
     baseline, candidate = results
     print()
-    print(comparison_table(baseline, candidate))
+    print(comparison_table(baseline, candidate).as_text())
     if args.json:
         payload = {
             "baseline": baseline.to_dict(),
@@ -228,7 +221,7 @@ def summary(result: RunResult) -> str:
     if result.peak_memory:
         lines.append("  peak memory:")
     for key, value in result.peak_memory.items():
-        lines.append(f"    {MEMORY_SHORT.get(key, key)}: {_mib(value)} ({MEMORY_LABELS.get(key, key)})")
+        lines.append(f"    {MEMORY_SHORT_NAMES.get(key, key)}: {format_bytes(value)} ({MEMORY_LABELS.get(key, key)})")
     if result.test_accuracy is not None:
         lines.append(f"  test accuracy: {100 * result.test_accuracy:.1f}% (top-1, evaluated in {cfg.get('precision')})")
     if result.loss_scale_history:
@@ -238,42 +231,6 @@ def summary(result: RunResult) -> str:
         lines.append(f"  breakdown: waiting for data {result.data_wait_s:.2f} s, computing {result.compute_s:.2f} s")
     lines.extend(f"  warning: {w}" for w in result.warnings)
     return "\n".join(lines)
-
-
-def comparison_table(baseline: RunResult, candidate: RunResult) -> str:
-    """The lab's "Analyzing the Results" table for two runs, with a column of improvements."""
-    c = compare(baseline, candidate)
-    epochs = len(baseline.epoch_times_s)
-    rows = [("Metric", "FP32 (baseline)", f"AMP ({candidate.precision})", "Improvement")]
-    faster = f"{c.time_saved_pct:.0f}% faster" if c.time_saved_pct >= 0 else f"{-c.time_saved_pct:.0f}% slower"
-    rows.append((f"Training time ({epochs} epoch{'s' if epochs != 1 else ''})", f"{baseline.total_time_s:.2f} s", f"{candidate.total_time_s:.2f} s",
-                 f"{faster} ({c.speedup:.2f}x)"))
-    rows.append((f"Steady throughput (after {baseline.warmup_steps} warm-up steps)",
-                 _rate(baseline.steady_images_per_s), _rate(candidate.steady_images_per_s),
-                 f"{c.throughput_speedup:.2f}x" if c.throughput_speedup else "-"))
-    for key, reduction in c.memory_reduction_pct.items():
-        less = f"{reduction:.0f}% less" if reduction >= 0 else f"{-reduction:.0f}% more"
-        rows.append((f"Peak memory: {MEMORY_SHORT.get(key, key)}", _mib(baseline.peak_memory[key]), _mib(candidate.peak_memory[key]), less))
-    if c.accuracy_delta is not None:
-        rows.append(("Test accuracy", f"{100 * baseline.test_accuracy:.1f}%", f"{100 * candidate.test_accuracy:.1f}%",
-                     f"{100 * c.accuracy_delta:+.1f} points"))
-    rows.append(("Skipped steps (loss scaler)", str(baseline.skipped_steps), str(candidate.skipped_steps), ""))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    text = [" | ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    text.insert(1, "-+-".join("-" * w for w in widths))
-    notes = [f"  {MEMORY_SHORT[k]}: {MEMORY_LABELS[k]}" for k in c.memory_reduction_pct if k in MEMORY_SHORT]
-    if notes:
-        notes.insert(0, "Memory figures:")
-    warnings = [f"  warning ({r.precision}): {w}" for r in (baseline, candidate) for w in r.warnings]
-    return "\n".join(text + notes + warnings)
-
-
-def _rate(value: float | None) -> str:
-    return f"{value:,.0f} images/s" if value else "-"
-
-
-def _mib(n_bytes: int) -> str:
-    return f"{n_bytes / 2**20:,.1f} MiB"
 
 
 def _error_line(message: str) -> None:

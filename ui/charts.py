@@ -11,21 +11,13 @@ from collections.abc import Mapping, Sequence
 import altair as alt
 import pandas as pd
 
-from trainer.results import LAB_REFERENCE, MEMORY_LABELS, RunResult, compare
-
-PRECISION_NAMES = {"fp32": "FP32", "tf32": "TF32", "amp-fp16": "AMP (fp16)", "amp-bf16": "AMP (bf16)"}
-
-# Short names for chart axes; MEMORY_LABELS holds the full description for tooltips and tables.
-MEMORY_SHORT_NAMES = {
-    "torch_max_allocated": "PyTorch allocated",
-    "torch_max_reserved": "PyTorch reserved",
-    "nvml_device_used": "GPU in use (nvidia-smi)",
-    "process_rss_growth": "Process RSS growth",
-}
-
-
-def precision_name(precision: str) -> str:
-    return PRECISION_NAMES.get(precision, precision)
+from trainer import comparison_table as table
+from trainer.comparison_table import (
+    MEMORY_SHORT_NAMES,
+    precision_name,
+    speed_change,
+)
+from trainer.results import MEMORY_LABELS, RunResult
 
 
 def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
@@ -39,32 +31,6 @@ def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
             number += 1
         labelled[label] = result
     return labelled
-
-
-def format_bytes(count: float) -> str:
-    """Decimal units, as the lab writes its 1.8 GB."""
-    if count >= 1e9:
-        return f"{count / 1e9:.2f} GB"
-    if count >= 1e6:
-        return f"{count / 1e6:.0f} MB"
-    return f"{count / 1e3:.0f} kB"
-
-
-def format_seconds(seconds: float) -> str:
-    if seconds >= 120:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.1f} s"
-
-
-def speed_change(baseline_s: float, candidate_s: float) -> str:
-    """'1.56x faster (36% less time)' or '2.10x slower (110% more time)'."""
-    if candidate_s <= 0 or baseline_s <= 0:
-        return "n/a"
-    ratio = baseline_s / candidate_s
-    saved = 100.0 * (baseline_s - candidate_s) / baseline_s
-    if ratio >= 1:
-        return f"{ratio:.2f}x faster ({saved:.0f}% less time)"
-    return f"{1 / ratio:.2f}x slower ({-saved:.0f}% more time)"
 
 
 def _color(labels: Sequence[str]) -> alt.Color:
@@ -236,77 +202,13 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
 
 def comparison_table(baseline: RunResult, candidate: RunResult) -> pd.DataFrame:
     """The lab's table (Metric | FP32 | AMP | Improvement), computed from two runs, accuracy included."""
-    comparison = compare(baseline, candidate)
-    base_name, cand_name = _column_names(baseline, candidate)
-    epochs = baseline.config.get("epochs")
-    rows = [
-        (
-            f"Training time ({epochs} epoch{'s' if epochs != 1 else ''})"
-            if epochs == candidate.config.get("epochs")
-            else "Training time",
-            format_seconds(baseline.total_time_s),
-            format_seconds(candidate.total_time_s),
-            speed_change(baseline.total_time_s, candidate.total_time_s),
-        )
-    ]
-    if comparison.throughput_speedup is not None:
-        rows.append(
-            (
-                "Throughput (images/s after warm-up)",
-                f"{baseline.steady_images_per_s:,.0f}",
-                f"{candidate.steady_images_per_s:,.0f}",
-                f"{comparison.throughput_speedup:.2f}x",
-            )
-        )
-    for key, reduction in comparison.memory_reduction_pct.items():
-        rows.append(
-            (
-                f"Peak memory: {MEMORY_SHORT_NAMES.get(key, key)}",
-                format_bytes(baseline.peak_memory[key]),
-                format_bytes(candidate.peak_memory[key]),
-                f"{reduction:.0f}% less" if reduction >= 0 else f"{-reduction:.0f}% more",
-            )
-        )
-    if comparison.accuracy_delta is not None:
-        rows.append(
-            (
-                "Test accuracy",
-                f"{100 * baseline.test_accuracy:.1f}%",
-                f"{100 * candidate.test_accuracy:.1f}%",
-                f"{100 * comparison.accuracy_delta:+.1f} points",
-            )
-        )
-    if baseline.config.get("precision") == "amp-fp16" or candidate.config.get("precision") == "amp-fp16":
-        rows.append(("Steps skipped by the loss scaler", str(baseline.skipped_steps), str(candidate.skipped_steps), ""))
-    return pd.DataFrame(rows, columns=["Metric", base_name, cand_name, "Improvement"])
-
-
-def _column_names(baseline: RunResult, candidate: RunResult) -> tuple[str, str]:
-    """The lab's headers (FP32, AMP) for the usual comparison; precision names for any other pair."""
-    if baseline.precision == "fp32" and candidate.precision in ("amp-fp16", "amp-bf16"):
-        return "FP32", "AMP"
-    base_name, cand_name = precision_name(baseline.precision), precision_name(candidate.precision)
-    if base_name == cand_name:
-        return f"{base_name} (first)", f"{cand_name} (second)"
-    return base_name, cand_name
+    return _frame(table.comparison_table(baseline, candidate))
 
 
 def lab_reference_table() -> pd.DataFrame:
     """The lab's own example figures, in the same shape as comparison_table."""
-    ref = LAB_REFERENCE
-    fp32_mem, amp_mem = ref["fp32_peak_memory_bytes"], ref["amp_peak_memory_bytes"]
-    rows = [
-        (
-            "Training time (5 epochs)",
-            f"~{ref['fp32_time_s']:.0f} s",
-            f"~{ref['amp_time_s']:.0f} s",
-            f"~{100 * (ref['fp32_time_s'] - ref['amp_time_s']) / ref['fp32_time_s']:.0f}% faster",
-        ),
-        (
-            "Peak GPU memory",
-            f"~{fp32_mem / 1e9:.1f} GB",
-            f"~{amp_mem / 1e9:.1f} GB",
-            f"~{100 * (fp32_mem - amp_mem) / fp32_mem:.0f}% less",
-        ),
-    ]
-    return pd.DataFrame(rows, columns=["Metric", "FP32 (lab)", "AMP (lab)", "Improvement"])
+    return _frame(table.lab_reference_table())
+
+
+def _frame(built: table.ComparisonTable) -> pd.DataFrame:
+    return pd.DataFrame(built.rows, columns=list(built.columns))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from trainer.comparison_table import MEMORY_SHORT_NAMES
 from trainer.results import RunResult, compare
-from ui.charts import MEMORY_SHORT_NAMES
 
 # Settings that must match for a comparison to be about precision alone.
 LIKE_FOR_LIKE = (

@@ -8,10 +8,10 @@ from collections.abc import Mapping
 import streamlit as st
 
 from server.records import JobView
+from trainer.comparison_table import format_seconds, precision_name
 from trainer.environment import HardwareReport
 from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts
-from ui.charts import format_seconds, precision_name
 from ui.interpret import interpret
 
 RESULTS_PAGE = "pages/results.py"

@@ -1,0 +1,56 @@
+"""The lab's results table, built once for the command line and the app."""
+
+import pytest
+from ui_fixtures import lab_pair, make_result
+
+from trainer.comparison_table import comparison_table, format_bytes, lab_reference_table
+
+
+def by_metric(built):
+    return {row[0]: list(row[1:]) for row in built.rows}
+
+
+def test_the_labs_table_is_computed_from_two_runs():
+    built = comparison_table(*lab_pair())
+    assert built.columns == ("Metric", "FP32", "AMP", "Improvement")
+    rows = by_metric(built)
+    assert rows["Training time (2 epochs)"] == ["75.0 s", "48.0 s", "1.56x faster (36% less time)"]
+    assert rows["Peak memory: PyTorch allocated"] == ["1.80 GB", "1.10 GB", "39% less"]
+    assert rows["Test accuracy"] == ["50.0%", "51.0%", "+1.0 points"]
+    assert rows["Throughput (images/s after 5 warm-up steps)"][2] == "1.56x"
+    assert rows["Steps skipped by the loss scaler"] == ["0", "0", ""]
+    assert "PyTorch allocated: peak allocated by PyTorch tensors (torch.cuda.max_memory_allocated)" in built.notes
+
+
+def test_columns_name_the_precisions_outside_the_usual_pair():
+    built = comparison_table(make_result("fp32", 10.0), make_result("fp32", 12.0))
+    assert built.columns == ("Metric", "FP32 (first)", "FP32 (second)", "Improvement")
+    assert built.rows[0][3] == "1.20x slower (20% more time)"
+    assert "Steps skipped by the loss scaler" not in by_metric(built)
+
+
+def test_text_and_records_carry_the_same_cells():
+    built = comparison_table(*lab_pair())
+    lines = built.as_text().splitlines()
+    assert [cell.strip() for cell in lines[0].split(" | ")] == list(built.columns)
+    assert set(lines[1]) <= {"-", "+"}
+    assert [cell.strip() for cell in lines[2].split(" | ")] == list(built.rows[0])
+    assert built.records()[0] == dict(zip(built.columns, built.rows[0]))
+    assert lines[-len(built.notes):] == built.notes
+
+
+def test_warnings_of_either_run_become_notes():
+    baseline, candidate = lab_pair()
+    candidate.warnings = ["the run was short"]
+    assert "warning (amp-fp16): the run was short" in comparison_table(baseline, candidate).notes
+
+
+def test_lab_reference_says_how_many_times_as_fast():
+    rows = by_metric(lab_reference_table())
+    assert rows["Training time (5 epochs)"] == ["~75 s", "~48 s", "~1.56x faster (36% less time)"]
+    assert rows["Peak GPU memory"] == ["~1.8 GB", "~1.1 GB", "~39% less"]
+
+
+@pytest.mark.parametrize("count, text", [(1_800_000_000, "1.80 GB"), (95_000_000, "95 MB"), (2_500, "2 kB")])
+def test_format_bytes_uses_decimal_units_like_the_lab(count, text):
+    assert format_bytes(count) == text

@@ -1,0 +1,134 @@
+"""The lab's results table (Metric | FP32 | AMP | Improvement) for two runs: one builder, with its labels and
+units, that the command line prints as text and the app shows as a table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from trainer.results import LAB_REFERENCE, MEMORY_LABELS, RunResult, compare
+
+PRECISION_NAMES = {"fp32": "FP32", "tf32": "TF32", "amp-fp16": "AMP (fp16)", "amp-bf16": "AMP (bf16)"}
+# Short names for table rows and chart axes; MEMORY_LABELS holds the full description of each figure.
+MEMORY_SHORT_NAMES = {
+    "torch_max_allocated": "PyTorch allocated",
+    "torch_max_reserved": "PyTorch reserved",
+    "nvml_device_used": "GPU in use (nvidia-smi)",
+    "process_rss_growth": "Process RSS growth",
+}
+COLUMNS_METRIC, COLUMNS_CHANGE = "Metric", "Improvement"
+
+
+def precision_name(precision: str) -> str:
+    return PRECISION_NAMES.get(precision, precision)
+
+
+def format_bytes(count: float) -> str:
+    """Decimal units, as the lab writes its 1.8 GB."""
+    if count >= 1e9:
+        return f"{count / 1e9:.2f} GB"
+    if count >= 1e6:
+        return f"{count / 1e6:.0f} MB"
+    return f"{count / 1e3:.0f} kB"
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds >= 120:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.1f} s"
+
+
+def speed_change(baseline_s: float, candidate_s: float) -> str:
+    """'1.56x faster (36% less time)' or '2.10x slower (110% more time)'."""
+    if candidate_s <= 0 or baseline_s <= 0:
+        return "n/a"
+    ratio = baseline_s / candidate_s
+    saved = 100.0 * (baseline_s - candidate_s) / baseline_s
+    if ratio >= 1:
+        return f"{ratio:.2f}x faster ({saved:.0f}% less time)"
+    return f"{1 / ratio:.2f}x slower ({-saved:.0f}% more time)"
+
+
+def memory_change(baseline_bytes: float, candidate_bytes: float) -> str:
+    """'39% less' or '12% more' memory than the baseline."""
+    reduction = 100.0 * (baseline_bytes - candidate_bytes) / baseline_bytes if baseline_bytes else 0.0
+    return f"{reduction:.0f}% less" if reduction >= 0 else f"{-reduction:.0f}% more"
+
+
+@dataclass
+class ComparisonTable:
+    """Header, rows of four cells, and the notes a reader needs (what each memory figure is, warnings)."""
+
+    columns: tuple[str, str, str, str]
+    rows: list[tuple[str, str, str, str]]
+    notes: list[str] = field(default_factory=list)
+
+    def records(self) -> list[dict]:
+        """One dict per row, keyed by the column names (a DataFrame's input)."""
+        return [dict(zip(self.columns, row)) for row in self.rows]
+
+    def as_text(self) -> str:
+        """Aligned plain-text columns, then the notes, for a terminal."""
+        lines = [self.columns, *self.rows]
+        widths = [max(len(line[i]) for line in lines) for i in range(len(self.columns))]
+        text = [" | ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines]
+        text.insert(1, "-+-".join("-" * w for w in widths))
+        return "\n".join(text + self.notes)
+
+
+def comparison_table(baseline: RunResult, candidate: RunResult) -> ComparisonTable:
+    """The lab's table computed from two runs: time, throughput, each memory figure, accuracy, skipped steps."""
+    comparison = compare(baseline, candidate)
+    epochs = baseline.config.get("epochs")
+    same_epochs = epochs == candidate.config.get("epochs")
+    rows = [(
+        f"Training time ({epochs} epoch{'s' if epochs != 1 else ''})" if same_epochs else "Training time",
+        format_seconds(baseline.total_time_s),
+        format_seconds(candidate.total_time_s),
+        speed_change(baseline.total_time_s, candidate.total_time_s),
+    )]
+    if comparison.throughput_speedup is not None:
+        rows.append((
+            f"Throughput (images/s after {baseline.warmup_steps} warm-up steps)",
+            f"{baseline.steady_images_per_s:,.0f}",
+            f"{candidate.steady_images_per_s:,.0f}",
+            f"{comparison.throughput_speedup:.2f}x",
+        ))
+    for key in comparison.memory_reduction_pct:
+        before, after = baseline.peak_memory[key], candidate.peak_memory[key]
+        rows.append((f"Peak memory: {MEMORY_SHORT_NAMES.get(key, key)}", format_bytes(before), format_bytes(after),
+                     memory_change(before, after)))
+    if comparison.accuracy_delta is not None:
+        rows.append((
+            "Test accuracy",
+            f"{100 * baseline.test_accuracy:.1f}%",
+            f"{100 * candidate.test_accuracy:.1f}%",
+            f"{100 * comparison.accuracy_delta:+.1f} points",
+        ))
+    if "amp-fp16" in (baseline.precision, candidate.precision):
+        rows.append(("Steps skipped by the loss scaler", str(baseline.skipped_steps), str(candidate.skipped_steps),
+                     ""))
+    notes = [f"{MEMORY_SHORT_NAMES.get(k, k)}: {MEMORY_LABELS.get(k, k)}" for k in comparison.memory_reduction_pct]
+    notes += [f"warning ({r.precision}): {w}" for r in (baseline, candidate) for w in r.warnings]
+    return ComparisonTable((COLUMNS_METRIC, *_column_names(baseline, candidate), COLUMNS_CHANGE), rows, notes)
+
+
+def lab_reference_table() -> ComparisonTable:
+    """The lab's own example figures, in the same shape as comparison_table."""
+    ref = LAB_REFERENCE
+    fp32_mem, amp_mem = ref["fp32_peak_memory_bytes"], ref["amp_peak_memory_bytes"]
+    rows = [
+        ("Training time (5 epochs)", f"~{ref['fp32_time_s']:.0f} s", f"~{ref['amp_time_s']:.0f} s",
+         "~" + speed_change(ref["fp32_time_s"], ref["amp_time_s"])),
+        ("Peak GPU memory", f"~{fp32_mem / 1e9:.1f} GB", f"~{amp_mem / 1e9:.1f} GB", "~" + memory_change(fp32_mem, amp_mem)),
+    ]
+    return ComparisonTable((COLUMNS_METRIC, "FP32 (lab)", "AMP (lab)", COLUMNS_CHANGE), rows, [ref["source"]])
+
+
+def _column_names(baseline: RunResult, candidate: RunResult) -> tuple[str, str]:
+    """The lab's headers (FP32, AMP) for the usual comparison; precision names for any other pair."""
+    if baseline.precision == "fp32" and candidate.precision in ("amp-fp16", "amp-bf16"):
+        return "FP32", "AMP"
+    base_name, cand_name = precision_name(baseline.precision), precision_name(candidate.precision)
+    if base_name == cand_name:
+        return f"{base_name} (first)", f"{cand_name} (second)"
+    return base_name, cand_name
