@@ -106,7 +106,7 @@ def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
 def _check_runnable(config: RunConfig):
     """Fail fast with ConfigError / UnsupportedModeError before any data is loaded; return the device."""
     config.validate()  # before importing torch, so that a typo is answered at once
-    from trainer.loop import resolve_device
+    from trainer.capabilities import resolve_device
     from trainer.precision import PrecisionPolicy
 
     device = resolve_device(config.device)

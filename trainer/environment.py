@@ -10,6 +10,7 @@ from functools import lru_cache
 import torch
 
 from trainer import host_malloc
+from trainer.capabilities import DeviceFacts, resolve_device
 from trainer.known_fields import from_known_fields
 from trainer.precision import tf32_flags
 
@@ -97,6 +98,11 @@ class HardwareReport:
     notes: list[str] = field(default_factory=list)
     compute_capability: str | None = None
 
+    @property
+    def facts(self) -> DeviceFacts:
+        """What trainer.capabilities needs to say which modes this device runs."""
+        return DeviceFacts(self.device_type, self.compute_capability, self.native_bf16)
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -107,9 +113,7 @@ class HardwareReport:
 
 def hardware_report(device: torch.device | str | None = None) -> HardwareReport:
     """Describe `device` (default: the GPU if there is one, else the CPU) for mixed-precision training."""
-    if device is None:
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(device)
+    device = resolve_device("auto") if device is None else torch.device(device)
     flags = set(cpu_flags())
     cpu_amx = {"amx_tile", "amx_bf16"} <= flags
     cpu_bf16 = bool(flags & {"avx512_bf16", "amx_bf16"})
@@ -122,10 +126,11 @@ def hardware_report(device: torch.device | str | None = None) -> HardwareReport:
 
 def _gpu_report(device: torch.device, common: dict) -> HardwareReport:
     index = device.index if device.index is not None else torch.cuda.current_device()
-    major, minor = torch.cuda.get_device_capability(index)
+    facts = DeviceFacts.of(torch.device("cuda", index))
+    major, minor = facts.capability
     name = torch.cuda.get_device_name(index)
     tensor_cores = major >= 7
-    native_bf16 = major >= 8 and torch.cuda.is_bf16_supported(including_emulation=False)
+    native_bf16 = facts.native_bf16
     notes = []
     if native_bf16:
         recommended = "amp-bf16"

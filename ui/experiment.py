@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from server.records import CPU_FP16_MAX_SUBSET, JobSpec
 from server.settings import Settings
+from trainer.capabilities import mode_support
 from trainer.config import RunConfig
 from trainer.environment import HardwareReport
 from ui.choices import Choice, parse_bool, parse_int, parse_optional_int
@@ -15,6 +16,7 @@ SUBSETS = (256, 512, 1024, 2048, 5000, 10_000, 25_000, None)  # None = the whole
 WIDTHS = (1, 2, 4, 8)
 LOADERS = ("dataloader", "resident")
 DATA_SOURCES = ("cifar10", "synthetic")
+COMPARED_MODES = ("amp-fp16", "amp-bf16", "tf32")  # what the Run page offers beside fp32, where the device runs it
 TEST_IMAGES_FOR_SUBSETS = 1000  # a quick run checks accuracy on at most this many test images
 LOSS_POINTS_PER_RUN = 100  # about this many loss points per run, for the charts
 QUICK_DEMO = dict(epochs=1, batch_size=128, subset=5000, data="synthetic", loader="resident")
@@ -32,19 +34,9 @@ def subset_name(subset: int | None) -> str:
 
 def amp_modes(report: HardwareReport) -> tuple[tuple[str, ...], dict[str, str]]:
     """The modes to compare with fp32 on this hardware, and the reason for each one left out."""
-    offered, missing = ["amp-fp16", "amp-bf16"], {}
-    if report.device_type == "cuda":
-        if not report.native_bf16:
-            offered.remove("amp-bf16")
-            missing["amp-bf16"] = "this GPU has no native bfloat16 (it needs compute capability 8.0 or newer)"
-        major = int((report.compute_capability or "0.0").split(".")[0])
-        if major >= 8:
-            offered.append("tf32")
-        else:
-            missing["tf32"] = f"TF32 needs compute capability 8.0 or newer; this GPU has {report.compute_capability}"
-    else:
-        missing["tf32"] = "TF32 is a mode of NVIDIA GPUs (Ampere or newer); this server trains on the CPU"
-    return tuple(offered), missing
+    support = mode_support(report.facts)
+    offered = tuple(mode for mode in COMPARED_MODES if support.runs(mode))
+    return offered, {mode: support.refused[mode] for mode in COMPARED_MODES if mode in support.refused}
 
 
 def default_amp(report: HardwareReport, offered: tuple[str, ...]) -> str:
