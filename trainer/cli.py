@@ -81,26 +81,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
-    return RunConfig(
-        precision=precision,
-        epochs=args.epochs,
-        batch_size=args.batch_size,
-        data=args.data,
-        data_root=args.data_root,
-        loader=args.loader,
-        subset=args.subset,
-        test_subset=args.test_subset,
-        width=args.width,
-        channels_last=args.channels_last,
-        cudnn_benchmark=args.cudnn_benchmark,
-        tune_host_malloc=not args.default_malloc,
-        device=args.device,
-        seed=args.seed,
-        num_workers=args.workers,
-        log_every=args.log_every,
-        warmup_steps=args.warmup_steps,
-        breakdown=args.breakdown,
-    )
+    """The options are RunConfig's fields by name; only two are spelled differently on the command line."""
+    renamed = {"num_workers": args.workers, "tune_host_malloc": not args.default_malloc}
+    return RunConfig.from_dict({**vars(args), **renamed, "precision": precision})
 
 
 def _check_runnable(config: RunConfig):

@@ -95,19 +95,12 @@ def log_every(subset: int | None, batch_size: int, epochs: int) -> int:
 def run_configs(values: dict, amp: str) -> list[RunConfig]:
     """The fp32 baseline and the `amp` run, identical in everything but precision."""
     subset = values["subset"]
-    common = dict(
-        epochs=values["epochs"],
-        batch_size=values["batch_size"],
-        data=values["data"],
-        loader=values["loader"],
-        subset=subset,
-        test_subset=None if subset is None else min(subset, TEST_IMAGES_FOR_SUBSETS),
-        width=values["width"],
-        channels_last=values["channels_last"],
-        breakdown=values["breakdown"],
-        log_every=log_every(subset, values["batch_size"], values["epochs"]),
-    )
-    return [RunConfig(precision="fp32", **common), RunConfig(precision=amp, **common)]
+    common = {
+        **values,  # the page's settings are named as RunConfig's fields
+        "test_subset": None if subset is None else min(subset, TEST_IMAGES_FOR_SUBSETS),
+        "log_every": log_every(subset, values["batch_size"], values["epochs"]),
+    }
+    return [RunConfig.from_dict({**common, "precision": precision}) for precision in ("fp32", amp)]
 
 
 def describe(values: dict) -> str:
