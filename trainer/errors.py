@@ -1,5 +1,7 @@
 """Errors a learner can cause; each message is one line that says what to do instead."""
 
+import sys
+
 
 class TrainerError(Exception):
     """Base for every user-facing failure of the trainer."""
@@ -23,3 +25,22 @@ class OutOfMemoryError(TrainerError):
 
 class CancelledError(TrainerError):
     """The run was cancelled by its owner."""
+
+
+# Allocation failures that PyTorch raises as a plain RuntimeError rather than torch.OutOfMemoryError.
+OUT_OF_MEMORY_MARKS = (
+    "out of memory",  # torch.OutOfMemoryError ("CUDA out of memory") and "CUDA error: out of memory"
+    "can't allocate memory",  # the CPU allocator: "DefaultCPUAllocator: can't allocate memory"
+    "_ALLOC_FAILED",  # CUDNN_STATUS_ALLOC_FAILED, CUBLAS_STATUS_ALLOC_FAILED
+    "unable to find an engine",  # cuDNN's frontend when no algorithm's workspace fits near the limit
+)
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """Whether `error` is an allocation failure (host or device), whatever type the library raised it as."""
+    if isinstance(error, MemoryError):  # NumPy and Python's own allocations
+        return True
+    torch = sys.modules.get("torch")  # not imported here: the parent side of an isolated run never loads torch
+    if torch is not None and isinstance(error, torch.OutOfMemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(mark in str(error) for mark in OUT_OF_MEMORY_MARKS)

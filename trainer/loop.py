@@ -18,7 +18,7 @@ from trainer.capabilities import resolve_device
 from trainer.config import RunConfig
 from trainer.datasets import load_split
 from trainer.environment import capture_environment
-from trainer.errors import CancelledError, OutOfMemoryError
+from trainer.errors import CancelledError, OutOfMemoryError, is_out_of_memory
 from trainer.images import ImageSplit
 from trainer.loaders import make_loader
 from trainer.measure import (
@@ -96,7 +96,9 @@ def run_training(
     memory_at_failure = None
     try:
         result = _measured_run(config, device, policy, train_split, test_split, reporter, should_cancel)
-    except torch.OutOfMemoryError:
+    except (RuntimeError, MemoryError) as error:
+        if not is_out_of_memory(error):
+            raise
         memory_at_failure = device_memory_summary(device)
     if memory_at_failure is not None:
         # The failed run's tensors were only reachable from the traceback, which is gone now.
