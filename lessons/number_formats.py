@@ -1,7 +1,10 @@
-"""How fp32, fp16 and bf16 store a number: bit layout, stored value, rounding error and range.
+"""The precision ladder (fp32, TF32, bf16, fp16, fp8 e4m3 and e5m2): bit layout, stored value, error and range.
 
-Everything is read from real tensors (a value cast to the format, then viewed as an integer), so the
-page shows what PyTorch actually stores, not a textbook formula.
+Everything is read from real tensors (a value cast to the format, then viewed as an integer), and the ranges
+from torch.finfo, so the page shows what the running PyTorch stores, not a textbook formula. TF32 is the one
+exception: torch has no TF32 dtype (it is a mode of NVIDIA's Tensor Cores that reads fp32 inputs and keeps 10 of
+their 23 mantissa bits), so it is modelled as an fp32 rounded to nearest-even at that width.
+fp8 formats: Micikevicius et al., "FP8 Formats for Deep Learning" (2022); e4m3 has no infinity.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from trainer.errors import ConfigError
 class FloatFormat:
     """One IEEE-style binary format: 1 sign bit, `exponent_bits`, `mantissa_bits` (stored fraction)."""
 
-    name: str  # fp32 | fp16 | bf16
-    dtype: torch.dtype
-    int_dtype: torch.dtype  # same width, for viewing the raw bits
+    name: str  # fp32 | tf32 | bf16 | fp16 | fp8-e4m3 | fp8-e5m2
+    dtype: torch.dtype  # the tensor dtype that holds it (float32 for TF32)
+    int_dtype: torch.dtype  # same width as dtype, for viewing the raw bits
     exponent_bits: int
     mantissa_bits: int
+    dropped_bits: int = 0  # low bits of `dtype` the format does not keep (13 for TF32)
+    has_inf: bool = True  # e4m3fn spends the all-ones exponent on numbers, and keeps only NaN
+    use: str = ""
 
     @property
     def bits(self) -> int:
@@ -34,10 +40,20 @@ class FloatFormat:
         return 2 ** (self.exponent_bits - 1) - 1
 
 
+# The ladder from most to fewest bits; `use` says where each one meets a training run.
 FORMATS = {
-    "fp32": FloatFormat("fp32", torch.float32, torch.int32, 8, 23),
-    "fp16": FloatFormat("fp16", torch.float16, torch.int16, 5, 10),
-    "bf16": FloatFormat("bf16", torch.bfloat16, torch.int16, 8, 7),
+    "fp32": FloatFormat("fp32", torch.float32, torch.int32, 8, 23,
+                        use="weights, optimizer state and the fp32 ops of every mode"),
+    "tf32": FloatFormat("tf32", torch.float32, torch.int32, 8, 10, dropped_bits=13,
+                        use="inside Ampere-or-newer Tensor Cores: fp32 tensors, products on 10-bit mantissas"),
+    "bf16": FloatFormat("bf16", torch.bfloat16, torch.int16, 8, 7,
+                        use="autocast on CPUs and Ampere-or-newer GPUs; fp32's range, no loss scaling"),
+    "fp16": FloatFormat("fp16", torch.float16, torch.int16, 5, 10,
+                        use="autocast on Tensor Core GPUs; narrow range, needs loss scaling"),
+    "fp8-e4m3": FloatFormat("fp8-e4m3", torch.float8_e4m3fn, torch.int8, 4, 3, has_inf=False,
+                            use="fp8 training on Hopper-class GPUs: weights and activations"),
+    "fp8-e5m2": FloatFormat("fp8-e5m2", torch.float8_e5m2, torch.int8, 5, 2,
+                            use="fp8 training on Hopper-class GPUs: gradients (more range, less precision)"),
 }
 
 KINDS = ("normal", "subnormal", "zero", "inf", "nan")
@@ -55,7 +71,8 @@ class BitLayout:
     mantissa: str
     kind: str  # normal | subnormal | zero | inf | nan
     relative_error: float | None  # |stored - value| / |value|; None when undefined (NaN input)
-    spacing: float | None  # gap to the next larger representable magnitude; None for inf/nan
+    spacing: float | None  # gap to the next larger representable magnitude; None for inf/nan and the largest
+    saturated: bool = False  # too large, yet stored as the largest finite value (torch's cast to e4m3 clamps)
 
     @property
     def bit_string(self) -> str:
@@ -78,6 +95,10 @@ class FormatRange:
     largest: float
     epsilon: float  # spacing between 1 and the next representable number
     decimal_digits: float  # about how many significant decimal digits survive
+    overflow_from: float  # the smallest magnitude that no longer rounds to `largest` (65520 for fp16)
+    on_overflow: str  # what a cast stores from there on: "inf", or "largest" where torch's cast saturates
+    source: str  # where the figures come from: torch.finfo(<dtype>), or the bit layout for TF32
+    use: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,12 +113,16 @@ def get_format(name: str) -> FloatFormat:
 def encode(value: float, format_name: str) -> BitLayout:
     """Cast `value` to the format and read back its bits, stored value, kind and rounding error."""
     fmt = get_format(format_name)
-    # Start from float64 so the only rounding is the one into the target format.
+    # Start from float64 so the only rounding is the one into the target format (TF32: into fp32, then TF32,
+    # as a Tensor Core meets an fp32 tensor).
     stored_tensor = torch.tensor([value], dtype=torch.float64).to(fmt.dtype)
-    raw = _unsigned_bits(stored_tensor, fmt)
+    if fmt.dropped_bits:
+        stored_tensor = _round_off_low_bits(stored_tensor, fmt)
+    raw = _unsigned_bits(stored_tensor, fmt) >> fmt.dropped_bits
     bits = format(raw, f"0{fmt.bits}b")
     sign, exponent, mantissa = bits[0], bits[1 : 1 + fmt.exponent_bits], bits[1 + fmt.exponent_bits :]
     stored = float(stored_tensor.item())
+    spacing = _spacing(stored_tensor, fmt)
     return BitLayout(
         format=fmt.name,
         value=float(value),
@@ -105,35 +130,48 @@ def encode(value: float, format_name: str) -> BitLayout:
         sign=sign,
         exponent=exponent,
         mantissa=mantissa,
-        kind=_classify(exponent, mantissa),
+        kind=_classify(exponent, mantissa, fmt.has_inf),
         relative_error=_relative_error(float(value), stored),
-        spacing=_spacing(stored_tensor, fmt),
+        spacing=spacing,
+        saturated=spacing is None and math.isfinite(stored) and abs(value) > abs(stored),
     )
 
 
 def encode_all(value: float) -> list[BitLayout]:
-    """The value in every format, fp32 first."""
+    """The value in every format, down the ladder from fp32."""
     return [encode(value, name) for name in FORMATS]
 
 
 def format_range(format_name: str) -> FormatRange:
-    """Range landmarks computed from the bit layout (the tests check them against torch.finfo)."""
+    """Range landmarks from torch.finfo where torch has the dtype, from the bit layout for TF32."""
     fmt = get_format(format_name)
-    min_exponent = 1 - fmt.bias
-    smallest_normal = 2.0**min_exponent
-    smallest_subnormal = 2.0 ** (min_exponent - fmt.mantissa_bits)
-    largest = (2.0 - 2.0**-fmt.mantissa_bits) * 2.0**fmt.bias
-    epsilon = 2.0**-fmt.mantissa_bits
+    if fmt.dropped_bits:
+        smallest_normal = 2.0 ** (1 - fmt.bias)
+        largest = (2.0 - 2.0**-fmt.mantissa_bits) * 2.0**fmt.bias
+        epsilon = 2.0**-fmt.mantissa_bits
+        source = "the bit layout (torch has no TF32 dtype)"
+    else:
+        info = torch.finfo(fmt.dtype)
+        smallest_normal, largest, epsilon = info.smallest_normal, info.max, info.eps
+        source = f"torch.finfo({fmt.dtype})"
+    # Values between `largest` and the next power-of-two step round down to it; from the midpoint on
+    # (a tie goes to the even mantissa, which is the next binade) they overflow.
+    overflow_from = largest + 2.0 ** math.floor(math.log2(largest)) * epsilon / 2
+    beyond = encode(overflow_from, fmt.name).stored
     return FormatRange(
         format=fmt.name,
         bits=fmt.bits,
         exponent_bits=fmt.exponent_bits,
         mantissa_bits=fmt.mantissa_bits,
-        smallest_subnormal=smallest_subnormal,
+        smallest_subnormal=smallest_normal * epsilon,
         smallest_normal=smallest_normal,
         largest=largest,
         epsilon=epsilon,
         decimal_digits=round((fmt.mantissa_bits + 1) * math.log10(2), 1),
+        overflow_from=overflow_from,
+        on_overflow="inf" if math.isinf(beyond) else "nan" if math.isnan(beyond) else "largest",
+        source=source,
+        use=fmt.use,
     )
 
 
@@ -167,12 +205,26 @@ def parse_value(text: str) -> float:
 
 
 def _unsigned_bits(stored: torch.Tensor, fmt: FloatFormat) -> int:
-    return int(stored.view(fmt.int_dtype).item()) & ((1 << fmt.bits) - 1)
+    return int(stored.view(fmt.int_dtype).item()) & ((1 << (fmt.bits + fmt.dropped_bits)) - 1)
 
 
-def _classify(exponent: str, mantissa: str) -> str:
+def _round_off_low_bits(stored: torch.Tensor, fmt: FloatFormat) -> torch.Tensor:
+    """Round to nearest even at `mantissa_bits`, zeroing the dropped bits (a carry may reach the exponent: inf)."""
+    if not math.isfinite(stored.item()):
+        return stored
+    raw = stored.view(fmt.int_dtype).long() & 0xFFFFFFFF
+    half = 1 << (fmt.dropped_bits - 1)
+    kept_lsb = (raw >> fmt.dropped_bits) & 1
+    rounded = ((raw + half - 1 + kept_lsb) >> fmt.dropped_bits) << fmt.dropped_bits
+    signed = torch.where(rounded >= 2**31, rounded - 2**32, rounded)
+    return signed.to(fmt.int_dtype).view(fmt.dtype)
+
+
+def _classify(exponent: str, mantissa: str, has_inf: bool = True) -> str:
     fraction_zero = "1" not in mantissa
     if "0" not in exponent:
+        if not has_inf:
+            return "nan" if "0" not in mantissa else "normal"
         return "inf" if fraction_zero else "nan"
     if "1" not in exponent:
         return "zero" if fraction_zero else "subnormal"
@@ -192,8 +244,11 @@ def _relative_error(value: float, stored: float) -> float | None:
 def _spacing(stored: torch.Tensor, fmt: FloatFormat) -> float | None:
     """Distance from |stored| to the next representable magnitude: one step of the last mantissa bit."""
     magnitude = stored.abs()
-    if not torch.isfinite(magnitude).item():
+    if not math.isfinite(magnitude.double().item()):  # fp8 tensors have no isfinite
         return None
     raw = magnitude.view(fmt.int_dtype)
-    following = (raw + 1).view(fmt.dtype)  # adding 1 to the raw bits moves to the next larger magnitude
-    return float(following.double().item() - magnitude.double().item())
+    # adding one unit of the last kept bit to the raw bits moves to the next larger magnitude
+    following = float((raw + (1 << fmt.dropped_bits)).view(fmt.dtype).double().item())
+    if not math.isfinite(following):
+        return None  # the largest finite value: the next bit pattern is inf (or NaN in e4m3)
+    return following - float(magnitude.double().item())

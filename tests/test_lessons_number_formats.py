@@ -6,10 +6,12 @@ import torch
 from lessons.number_formats import FORMATS, encode, encode_all, format_range, format_table, parse_value
 from trainer.errors import ConfigError
 
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16,
+          "fp8-e4m3": torch.float8_e4m3fn, "fp8-e5m2": torch.float8_e5m2}
+TORCH_FORMATS = [name for name in FORMATS if name in DTYPES]  # all but tf32, which torch has no dtype for
 
 
-@pytest.mark.parametrize("name", list(FORMATS))
+@pytest.mark.parametrize("name", TORCH_FORMATS)
 def test_format_table_matches_torch_finfo(name):
     landmarks = format_range(name)
     info = torch.finfo(DTYPES[name])
@@ -27,7 +29,54 @@ def test_format_table_matches_torch_finfo(name):
 def test_fp16_landmarks_are_the_known_ones():
     fp16 = format_range("fp16")
     assert (fp16.smallest_subnormal, fp16.smallest_normal, fp16.largest) == (2.0**-24, 2.0**-14, 65504.0)
-    assert [r.format for r in format_table()] == ["fp32", "fp16", "bf16"]
+    assert fp16.overflow_from == 65520.0 and fp16.on_overflow == "inf"  # 65519 still rounds to 65504
+    assert encode(65519.0, "fp16").stored == 65504.0 and encode(65520.0, "fp16").kind == "inf"
+
+
+def test_the_ladder_runs_from_fp32_to_fp8():
+    assert [r.format for r in format_table()] == ["fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"]
+    assert [r.bits for r in format_table()] == [32, 19, 16, 16, 8, 8]
+
+
+def test_fp8_rows_come_from_torch():
+    e4m3, e5m2 = format_range("fp8-e4m3"), format_range("fp8-e5m2")
+    assert (e4m3.exponent_bits, e4m3.mantissa_bits, e4m3.largest) == (4, 3, 448.0)
+    assert (e5m2.exponent_bits, e5m2.mantissa_bits, e5m2.largest) == (5, 2, 57344.0)
+    assert e4m3.source == "torch.finfo(torch.float8_e4m3fn)"
+    assert e5m2.smallest_subnormal == 2.0**-16 and e4m3.smallest_subnormal == 2.0**-9
+    # e5m2 has an infinity; e4m3fn does not, and torch's cast clamps to 448 instead.
+    assert e5m2.on_overflow == "inf" and encode(61440.0, "fp8-e5m2").kind == "inf"
+    assert encode(57343.0, "fp8-e5m2").stored == 57344.0
+    assert e4m3.on_overflow == "largest"
+    clamped = encode(1e6, "fp8-e4m3")
+    assert clamped.stored == 448.0 and clamped.saturated and clamped.bit_string == "01111110"
+    assert encode(float("nan"), "fp8-e4m3").bit_string == "01111111"
+    assert not encode(448.0, "fp8-e4m3").saturated and encode(448.0, "fp8-e4m3").spacing is None
+
+
+def test_tf32_row_is_fp32_range_with_fp16_precision():
+    tf32, fp32, fp16 = format_range("tf32"), format_range("fp32"), format_range("fp16")
+    assert (tf32.bits, tf32.exponent_bits, tf32.mantissa_bits) == (19, 8, 10)
+    assert tf32.smallest_normal == fp32.smallest_normal and tf32.epsilon == fp16.epsilon
+    assert tf32.largest == (2 - 2.0**-10) * 2.0**127
+    assert tf32.source.startswith("the bit layout")
+
+
+@pytest.mark.parametrize("value", [0.1, 1 / 3, -2.5, 1e-3, 123456.789, 1e-40])
+def test_tf32_keeps_fp16_precision_with_fp32_exponent(value):
+    tf32 = encode(value, "tf32")
+    fp32_bits = torch.tensor([value], dtype=torch.float32).view(torch.int32).item() & 0xFFFFFFFF
+    assert tf32.bit_string[:9] == format(fp32_bits, "032b")[:9]  # sign and exponent as fp32 (barring a carry)
+    assert len(tf32.bit_string) == 19
+    if 6.2e-5 < abs(value) < 65000:  # inside fp16's normal range the two agree bit for bit in the mantissa
+        assert tf32.stored == encode(value, "fp16").stored
+    assert encode(1.0, "tf32").spacing == 2.0**-10
+
+
+def test_tf32_rounds_to_nearest_even_and_can_carry_into_inf():
+    assert encode(1 + 2.0**-11, "tf32").stored == 1.0  # a tie goes to the even mantissa
+    assert encode(1 + 3 * 2.0**-11, "tf32").stored == 1 + 2.0**-9
+    assert encode(3.4e38, "tf32").kind == "normal" and encode(3.402e38, "tf32").kind == "inf"
 
 
 def test_fp16_max_bits():
@@ -50,7 +99,7 @@ def test_overflow_to_inf_in_fp16_but_not_bf16():
     assert bf16.kind == "normal" and bf16.stored == 70144.0
 
 
-@pytest.mark.parametrize("name", list(FORMATS))
+@pytest.mark.parametrize("name", TORCH_FORMATS)
 def test_one_third_is_rounded_to_the_torch_value_with_error_below_half_epsilon(name):
     layout = encode(1 / 3, name)
     expected = torch.tensor([1 / 3], dtype=torch.float64).to(DTYPES[name]).item()
@@ -59,7 +108,7 @@ def test_one_third_is_rounded_to_the_torch_value_with_error_below_half_epsilon(n
     # 1/3 = 1.0101...b x 2^-2: the exponent field holds -2 + bias and the mantissa alternates.
     fmt = FORMATS[name]
     assert int(layout.exponent, 2) == fmt.bias - 2
-    assert layout.mantissa.startswith("010101")
+    assert layout.mantissa.startswith("010101"[: fmt.mantissa_bits - 1])
 
 
 def test_bf16_of_1e_minus_40_is_subnormal_and_fp16_flushes_it():
@@ -86,7 +135,7 @@ def test_bits_match_a_torch_integer_view():
 
 
 def test_spacing_near_one_is_epsilon_and_nan_is_classified():
-    for name in FORMATS:
+    for name in TORCH_FORMATS:
         assert encode(1.0, name).spacing == torch.finfo(DTYPES[name]).eps
         nan = encode(float("nan"), name)
         assert nan.kind == "nan" and nan.relative_error is None and nan.spacing is None
