@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from server.history import HistoryError
 from server.records import JobView
 from ui import exports, session
 from ui.charts import run_labels
@@ -23,14 +24,15 @@ for job in store.list_jobs(kind="compare", status="done", limit=100):
 
 requested = st.query_params.get("job")
 if requested is not None and requested not in options:
-    found = store.get_job(requested)
+    try:
+        found = store.get_job(requested)
+        unavailable = f"There is no finished comparison with the id {shown(requested)} on this server"
+    except HistoryError:  # a damaged row (the store logs it): one line, as the other pages skip such rows
+        found, unavailable = None, f"The comparison {shown(requested)} is damaged in this server's history"
     if found is not None and found.kind == "compare" and found.status == "done":
         options[found.id] = found
     else:
-        st.error(
-            f"There is no finished comparison with the id {shown(requested)} on this server: "
-            "showing the latest one instead. Pick any finished comparison below."
-        )
+        st.error(f"{unavailable}: showing the latest one instead. Pick any finished comparison below.")
         requested = None
 
 if not options:

@@ -1,12 +1,16 @@
 """AppTest for the core pages, through the real app.py navigation; the experiment page end to end with a tiny real
 synthetic job (real trainer, real subprocess), then the results and history pages showing it."""
 
+import sqlite3
 import time
 
 import pytest
 import torch
 from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from streamlit.testing.v1 import AppTest
+from test_server_history import make_job
+
+from server.history import HistoryStore
 
 JOB_TIMEOUT_S = 120
 HAS_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
@@ -131,6 +135,21 @@ def test_results_page_refuses_an_unknown_job_in_the_address(app):
     app.query_params["job"] = "[nope](http://example.com)"
     open_page(app, "results")
     assert texts(app.error)[0].startswith("There is no finished comparison with the id '\\[nope\\]")
+
+
+def test_results_page_says_one_line_for_a_damaged_job_in_the_address(app, state_dir):
+    store = HistoryStore(state_dir / "history.sqlite3")
+    store.save_job(make_job("d" * 32))
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE jobs SET spec = '{not json' WHERE id = ?", ("d" * 32,))
+    app.query_params["job"] = "d" * 32
+    open_page(app, "results")
+    assert texts(app.error) == [
+        (
+            f"The comparison '{'d' * 32}' is damaged in this server's history: showing the latest one instead. "
+            "Pick any finished comparison below."
+        )
+    ]
 
 
 def test_experiment_end_to_end_then_results_and_history(app):
