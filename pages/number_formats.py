@@ -1,4 +1,4 @@
-"""Number formats: how fp32, fp16 and bf16 store a value, their ranges, and where the lab model's numbers fall."""
+"""Number formats: the precision ladder from fp32 to fp8, how each stores a value, and where the lab model's numbers fall."""
 
 import streamlit as st
 
@@ -8,8 +8,9 @@ from lessons.underflow import scale_outcome
 from trainer.errors import TrainerError
 from ui import session
 from ui.learn_charts import bits_html, bits_legend_html, format_range_chart
+from ui.widgets import next_link
 
-EXAMPLES = "0.1, 1/3, 65504, 70000, 2^-24, 1e-40, -2.5"
+EXAMPLES = "0.1, 1/3, 65504, 65520, 500, 2^-24, 1e-40, -2.5"
 
 
 @st.cache_data(show_spinner="Training the lab model for a few steps to read its values...", max_entries=4)
@@ -21,19 +22,42 @@ def model_values(source: str, data_root: str) -> dict:
             "batch_size": capture.batch_size, "steps": capture.steps}
 
 
-st.title("Number formats: fp32, fp16 and bf16")
+st.title("Number formats: from fp32 to fp8")
 st.markdown(
     """
 A floating-point number is stored as three fields: a **sign** bit, an **exponent** that says which power of two
 the number lies near, and a **mantissa** (the fraction) that says where between that power of two and the next.
-More exponent bits mean a wider *range*; more mantissa bits mean finer *precision*.
-
-| format | sign | exponent | mantissa | what it is good for |
-|---|---|---|---|---|
-| fp32 | 1 | 8 | 23 | the default: wide range, about 7 significant digits |
-| fp16 | 1 | 5 | 10 | fast on Tensor Cores, about 3 digits; *narrow range*: overflows above 65504, tiny values vanish |
-| bf16 | 1 | 8 | 7 | fp32's range in 16 bits, only 2-3 digits; no loss scaling needed |
+More exponent bits mean a wider *range*; more mantissa bits mean finer *precision*. Mixed precision walks down a
+ladder of such formats: **fp32** (the default), **TF32** (what Ampere-or-newer Tensor Cores make of fp32 inputs),
+**bf16** and **fp16** (what autocast uses) and the two **fp8** formats of the newest GPUs.
 """
+)
+table = format_table()
+fp16_range = next(r for r in table if r.format == "fp16")
+st.dataframe(
+    [
+        {
+            "format": r.format,
+            "bits (sign/exponent/mantissa)": f"1/{r.exponent_bits}/{r.mantissa_bits}",
+            "smallest subnormal": f"{r.smallest_subnormal:.3e}",
+            "smallest normal": f"{r.smallest_normal:.3e}",
+            "largest": f"{r.largest:.4g}",
+            "overflows from": f"{r.overflow_from:.5g} ({'to inf' if r.on_overflow == 'inf' else 'clamped to largest'})",
+            "spacing near 1 (epsilon)": f"{r.epsilon:.3e}",
+            "significant decimal digits": r.decimal_digits,
+            "where you meet it": r.use,
+        }
+        for r in table
+    ],
+    hide_index=True,
+)
+st.caption(
+    "Read from torch.finfo of torch's own dtypes (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2); torch has "
+    "no TF32 dtype, so its row follows from its layout (fp32's 8 exponent bits, fp16's 10 mantissa bits). A value "
+    "overflows once it is at or past the midpoint between the largest number and the next step: fp16 stores 65519 "
+    f"as {fp16_range.largest:.0f} and turns {fp16_range.overflow_from:.0f} into inf. The fp8 rows follow "
+    'Micikevicius et al., "FP8 Formats for Deep Learning" (2022): e4m3 has no infinity, and torch\'s cast clamps '
+    "to 448 instead."
 )
 
 st.subheader("Type a value")
@@ -43,46 +67,43 @@ try:
     value = parse_value(text)
 except TrainerError as err:
     st.error(str(err))
-    st.stop()
+    value = None
 
-st.markdown(bits_legend_html(), unsafe_allow_html=True)
-for layout in encode_all(value):
-    name, bits, stored, error = st.columns([1, 4, 3, 3])
-    name.markdown(f"**{layout.format}**")
-    bits.markdown(bits_html(layout), unsafe_allow_html=True)
-    stored.markdown(f"stores `{layout.stored!r}`  \n*{layout.kind}*")
-    if layout.relative_error is None:
-        error.markdown("relative error: undefined for NaN")
-    elif layout.kind == "inf" and layout.value != layout.stored:
-        error.markdown(":red[**overflow**: too large for this format, stored as infinity]")
-    elif layout.kind == "zero" and layout.value != 0:
-        error.markdown(":red[**underflow**: too small for this format, stored as zero]")
-    else:
-        spacing = "" if layout.spacing is None else f"  \nnext value up is `{layout.spacing:.3g}` away"
-        error.markdown(f"relative error `{layout.relative_error:.3g}`{spacing}")
-st.caption(
-    "Each value is rounded to the nearest number the format can hold (ties go to an even mantissa). Subnormal "
-    "numbers have an all-zero exponent: they reach below the smallest normal number by giving up mantissa bits."
-)
+if value is not None:
+    st.markdown(bits_legend_html(), unsafe_allow_html=True)
+    for layout in encode_all(value):
+        name, bits, stored, error = st.columns([1, 4, 3, 3])
+        name.markdown(f"**{layout.format}**")
+        bits.markdown(bits_html(layout), unsafe_allow_html=True)
+        stored.markdown(f"stores `{layout.stored!r}`  \n*{layout.kind}*")
+        if layout.relative_error is None:
+            error.markdown("relative error: undefined for NaN")
+        elif layout.kind == "inf" and layout.value != layout.stored:
+            error.markdown(":red[**overflow**: too large for this format, stored as infinity]")
+        elif layout.saturated:
+            error.markdown(":red[**saturated**: too large for this format, clamped to its largest value]")
+        elif layout.kind == "zero" and layout.value != 0:
+            error.markdown(":red[**underflow**: too small for this format, stored as zero]")
+        else:
+            spacing = "" if layout.spacing is None else f"  \nnext value up is `{layout.spacing:.3g}` away"
+            error.markdown(f"relative error `{layout.relative_error:.3g}`{spacing}")
+    st.caption(
+        "Each value is rounded to the nearest number the format can hold (ties go to an even mantissa), so a value "
+        "at or below half the smallest subnormal becomes zero. Subnormal numbers have an all-zero exponent: they "
+        "reach below the smallest normal number by giving up mantissa bits. The TF32 row rounds the fp32 value to "
+        "nearest-even at 10 mantissa bits; how a GPU library rounds fp32 inputs to TF32 is its own choice."
+    )
 
-st.subheader("The ranges, side by side")
-table = format_table()
-st.dataframe(
-    [
-        {
-            "format": r.format,
-            "bits (sign/exponent/mantissa)": f"1/{r.exponent_bits}/{r.mantissa_bits}",
-            "smallest subnormal": f"{r.smallest_subnormal:.3e}",
-            "smallest normal": f"{r.smallest_normal:.3e}",
-            "largest": f"{r.largest:.4e}",
-            "spacing near 1 (epsilon)": f"{r.epsilon:.3e}",
-            "significant decimal digits": r.decimal_digits,
-        }
-        for r in table
-    ],
-    hide_index=True,
+st.subheader("fp8, honestly")
+st.markdown(
+    """
+fp8 training is not autocast with a smaller dtype. It runs only the **Linear** layers' matrix products in fp8
+(e4m3 for weights and activations, e5m2 for gradients), each tensor with its own scale factor, on GPUs with fp8
+Tensor Cores (Hopper-class and newer), through libraries such as NVIDIA Transformer Engine or torchao. It pays off
+for large matrices, where the products dominate the step; for this lab's small CNN, whose time goes to
+convolutions, memory traffic and the data pipeline, it would not.
+"""
 )
-st.caption("The same figures as torch.finfo(dtype) gives for tiny (smallest normal), max and eps; the tests check it.")
 
 settings = session.get_settings()
 source = default_source(settings.data_root)
@@ -90,23 +111,27 @@ try:
     values = model_values(source, settings.data_root)
 except TrainerError as err:
     st.error(f"Could not read the lab model's values: {err}")
-    st.stop()
+    values = None
 
-st.altair_chart(format_range_chart(table, values["summaries"]), width="stretch")
-st.caption(
-    "Black ticks on a format: its smallest subnormal, smallest normal, spacing near 1 (epsilon) and largest value. "
-    "On the model's rows: the median magnitude. Hover for the numbers."
-)
-fp16 = values["gradients_fp16"]
-st.markdown(
-    f"""
+if values is not None:
+    st.subheader("The ranges, side by side")
+    st.altair_chart(format_range_chart(table, values["summaries"]), width="stretch")
+    st.caption(
+        "Black ticks on a format: its smallest subnormal, smallest normal, spacing near 1 (epsilon) and largest "
+        "value. On the model's rows: the median magnitude. Hover for the numbers."
+    )
+    fp16 = values["gradients_fp16"]
+    st.markdown(
+        f"""
 The orange bars are the lab model's own numbers after {values['steps']} fp32 training steps on a batch of
 {values['batch_size']} {source} images: the darker part holds the middle 98% of the nonzero magnitudes, the lighter
-part runs from the smallest to the largest. Weights and activations sit comfortably inside every format. The
-**gradients** are much smaller: in fp16 without scaling, **{fp16['underflow_fraction']:.2%}** of the nonzero
-gradient values would become exactly zero, and **{fp16['subnormal_fraction']:.1%}** would survive only as
-subnormals with fewer significant bits. bf16 shares fp32's exponent, so its range covers them all, at the cost of
-precision. That is why AMP with fp16 needs a loss scaler and AMP with bf16 does not: see
-*Underflow and loss scaling*.
+part runs from the smallest to the largest. Weights and activations sit comfortably inside fp16's and bf16's
+ranges. The **gradients** are much smaller: in fp16 without scaling, **{fp16['underflow_fraction']:.2%}** of the
+nonzero gradient values would become exactly zero, and **{fp16['subnormal_fraction']:.1%}** would survive only as
+subnormals with fewer significant bits. So for this model few gradients vanish, but many lose precision; a model
+with smaller gradients loses more. bf16 shares fp32's exponent, so its range covers them all, at the cost of
+precision everywhere. That is why AMP with fp16 uses a loss scaler and AMP with bf16 does not: see the next page.
 """
-)
+    )
+
+next_link("pages/loss_scaling.py", "underflow and loss scaling")

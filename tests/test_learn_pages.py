@@ -36,7 +36,7 @@ def save_finished_job(state_dir: Path, kind: str, label: str, results, session: 
 
 def test_number_formats_page_shows_bits_and_ranges(app):
     open_page(app, "number_formats")
-    assert app.title[0].value == "Number formats: fp32, fp16 and bf16"
+    assert app.title[0].value == "Number formats: from fp32 to fp8"
     markdown = "".join(texts(app.markdown))
     shown = re.sub(r"<[^>]+>", "", markdown)  # the coloured spans around each bit field
     for layout in encode_all(0.1):
@@ -51,8 +51,15 @@ def test_number_formats_page_shows_bits_and_ranges(app):
     app.text_input[0].input("1e-40").run()
     markdown = "".join(texts(app.markdown))
     assert "**underflow**" in markdown and "*subnormal*" in markdown
+    app.text_input[0].input("500").run()
+    assert "**saturated**" in "".join(texts(app.markdown))  # fp8 e4m3 clamps to 448
     app.text_input[0].input("one third").run()
     assert texts(app.error) == ["'one third' is not a number: type something like 0.1, 1e-5, 1/3 or 2^-24"]
+    # An invalid number hides only its own rows: the ladder, the ranges chart and the next link stay.
+    assert len(charts(app)) == 1 and any("Next: underflow" in link.label for link in app.get("page_link"))
+    ladder = app.dataframe[0].value
+    assert list(ladder["format"]) == ["fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"]
+    assert list(ladder["largest"])[-2:] == ["448", "5.734e+04"]
 
 
 def test_loss_scaling_page_scales_gradients_and_simulates(app):

@@ -136,3 +136,9 @@ def comparison_charts(runs: Mapping[str, RunResult], key: str) -> None:
 
 def when(timestamp: float | None) -> str:
     return "-" if timestamp is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
+def next_link(page: str, label: str) -> None:
+    """The learn pages' last line: a divider and a link to the next page of the walkthrough."""
+    st.divider()
+    st.page_link(page, label=f"Next: {label}", icon="➡️")
