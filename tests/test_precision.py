@@ -1,5 +1,7 @@
 """The precision policy: which modes run where, and what autocast does to dtypes on the CPU."""
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -7,7 +9,7 @@ from torch import nn
 from trainer.capabilities import CPU_FP16_WARNING
 from trainer.errors import ConfigError, UnsupportedModeError
 from trainer.model import SimpleCNN
-from trainer.precision import PrecisionPolicy
+from trainer.precision import PrecisionPolicy, set_tf32, tf32_flags
 
 
 @pytest.mark.parametrize(
@@ -75,3 +77,44 @@ def test_autocast_dtypes_on_cpu(name, low):
 def test_backend_flags_are_recorded_on_cpu():
     flags = PrecisionPolicy.resolve("fp32", "cpu").apply_backend_flags()
     assert {"cuda_matmul_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark"} <= flags.keys()
+
+
+@pytest.fixture
+def tf32_restored():
+    """Put the process-wide TF32 switches back as they were (set_tf32 writes them on any device)."""
+    b = torch.backends
+    if hasattr(b.cudnn, "conv"):
+        switches = [(b, "fp32_precision"), (b.cudnn, "fp32_precision"), (b.cuda.matmul, "fp32_precision"),
+                    (b.cudnn.conv, "fp32_precision"), (b.cudnn.rnn, "fp32_precision")]
+    else:
+        switches = [(b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32")]
+    before = [getattr(owner, name) for owner, name in switches]
+    yield
+    for (owner, name), value in zip(switches, before):
+        setattr(owner, name, value)
+
+
+@pytest.mark.parametrize("enabled", [True, False, True])
+def test_tf32_is_set_and_read_through_one_api_of_the_running_torch(enabled, tf32_restored):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch 2.9-2.10 warn on the old flags; a later read may raise on newer ones
+        set_tf32(enabled)
+        flags = tf32_flags()
+    assert flags["cuda_matmul_allow_tf32"] is enabled and flags["cudnn_allow_tf32"] is enabled
+    if hasattr(torch.backends.cudnn, "conv"):  # torch with the fp32_precision API
+        expected = "tf32" if enabled else "ieee"
+        assert torch.backends.cuda.matmul.fp32_precision == torch.backends.cudnn.conv.fp32_precision == expected
+        assert flags["cuda_matmul_fp32_precision"] == flags["cudnn_conv_fp32_precision"] == expected
+        assert "float32_matmul_precision" not in flags  # the old reader warns or raises on this torch
+    else:
+        assert torch.backends.cuda.matmul.allow_tf32 is enabled and torch.backends.cudnn.allow_tf32 is enabled
+
+
+@pytest.mark.skipif(not hasattr(torch.backends.cudnn, "conv"), reason="needs torch with the fp32_precision API")
+def test_an_inherited_precision_is_read_from_its_parent(tf32_restored):
+    set_tf32(False)
+    torch.backends.cuda.matmul.fp32_precision = "none"  # inherits from the CUDA backend, then the generic setting
+    torch.backends.cudnn.fp32_precision = "tf32"
+    assert tf32_flags()["cuda_matmul_allow_tf32"] is True
+    torch.backends.cudnn.fp32_precision = torch.backends.fp32_precision = "none"
+    assert tf32_flags()["cuda_matmul_fp32_precision"] == "ieee"

@@ -65,15 +65,45 @@ class PrecisionPolicy:
 
 def set_tf32(enabled: bool) -> None:
     """Switch TF32 for fp32 matmuls and convolutions on or off, so that fp32 means true fp32."""
-    torch.backends.cuda.matmul.allow_tf32 = enabled
-    torch.backends.cudnn.allow_tf32 = enabled
+    if _has_fp32_precision():
+        value = "tf32" if enabled else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = value
+        torch.backends.cudnn.conv.fp32_precision = value
+        torch.backends.cudnn.rnn.fp32_precision = value
+    else:
+        torch.backends.cuda.matmul.allow_tf32 = enabled
+        torch.backends.cudnn.allow_tf32 = enabled
 
 
 def tf32_flags() -> dict:
     """The TF32 and cuDNN switches as they stand now, for the environment record."""
+    flags = {"cudnn_benchmark": bool(torch.backends.cudnn.benchmark)}
+    if not _has_fp32_precision():
+        return {
+            "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+            **flags,
+            "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        }
+    matmul = _effective_fp32_precision(torch.backends.cuda.matmul.fp32_precision)
+    conv = _effective_fp32_precision(torch.backends.cudnn.conv.fp32_precision)
     return {
-        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
-        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "cuda_matmul_allow_tf32": matmul == "tf32",
+        "cudnn_allow_tf32": conv == "tf32",
+        **flags,
+        "cuda_matmul_fp32_precision": matmul,
+        "cudnn_conv_fp32_precision": conv,
     }
+
+
+def _has_fp32_precision() -> bool:
+    # torch 2.9+: reading the old allow_tf32 flags there warns (2.9-2.10) or raises once the new API was used.
+    return hasattr(torch.backends.cudnn, "conv") and hasattr(torch.backends.cuda.matmul, "fp32_precision")
+
+
+def _effective_fp32_precision(op_value: str) -> str:
+    """An operator's fp32_precision with "none" resolved as torch does: the CUDA backend's, then the generic one."""
+    for value in (op_value, torch.backends.cudnn.fp32_precision, torch.backends.fp32_precision):
+        if value != "none":
+            return value
+    return "ieee"
