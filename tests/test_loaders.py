@@ -17,6 +17,13 @@ def split() -> ImageSplit:
     return load_split("synthetic", "unused", train=True, limit=100, seed=5)
 
 
+def every_pixel_value() -> ImageSplit:
+    """Four images that hold each of the 256 uint8 values in every channel."""
+    values = np.arange(256, dtype=np.uint8).reshape(1, 16, 16, 1)
+    images = np.tile(values, (4, 2, 2, 3))
+    return ImageSplit(images, np.arange(4, dtype=np.int64), [str(i) for i in range(10)], "synthetic")
+
+
 def _collect(source) -> tuple[torch.Tensor, torch.Tensor]:
     batches = list(source)
     return torch.cat([images for images, _ in batches]), torch.cat([labels for _, labels in batches])
@@ -32,6 +39,16 @@ def test_both_loaders_give_identical_normalised_values(split):
     assert torch.equal(lab_images, resident_images)
     assert torch.equal(lab_labels, resident_labels)
     assert lab_images.min() == -1 and lab_images.max() == 1
+
+
+def test_every_pixel_value_is_divided_as_the_lab_divides_it():
+    pixels = every_pixel_value()
+    lab, _ = _collect(make_loader(pixels, "dataloader", 4, CPU, shuffle=False, num_workers=0))
+    resident, _ = _collect(make_loader(pixels, "resident", 4, CPU, shuffle=False))
+    assert torch.equal(lab, resident)
+    # Why the division must be a true one (CUDA makes a scalar divisor a reciprocal multiply): that differs.
+    x = torch.arange(256, dtype=torch.float32)
+    assert not torch.equal(x / 255, x * (1 / 255))
 
 
 def test_values_are_the_lab_normalisation_of_the_uint8_pixels(split):
@@ -98,6 +115,14 @@ def test_unknown_kind_and_bad_batch_size_are_config_errors(split):
         make_loader(split, "tfrecord", 32, CPU, shuffle=False)
     with pytest.raises(ConfigError, match="batch size"):
         make_loader(split, "resident", 0, CPU, shuffle=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_every_pixel_value_matches_on_cuda():
+    pixels = every_pixel_value()
+    lab, _ = _collect(make_loader(pixels, "dataloader", 4, CPU, shuffle=False, num_workers=0))
+    resident, _ = _collect(make_loader(pixels, "resident", 4, torch.device("cuda"), shuffle=False))
+    assert torch.equal(lab, resident.cpu())
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -138,7 +138,8 @@ def _normalise(images_nhwc: torch.Tensor, memory_format: torch.memory_format) ->
     images.copy_(images_nhwc.permute(0, 3, 1, 2))  # one float32 buffer, converted and laid out in one pass
     # Divide (not multiply by 1/255) and then subtract and divide, in float32 like the transforms do,
     # so every value is rounded exactly as the DataLoader pipeline rounds it and the two match bit for bit.
-    images.div_(255)
+    # The divisor is a device tensor: CUDA turns division by a Python scalar into a multiply by its reciprocal.
+    images.div_(torch.full((1,), 255.0, dtype=torch.float32, device=images.device))
     mean = torch.tensor(MEAN, dtype=torch.float32, device=images.device).view(1, 3, 1, 1)
     std = torch.tensor(STD, dtype=torch.float32, device=images.device).view(1, 3, 1, 1)
     return images.sub_(mean).div_(std)
