@@ -145,6 +145,7 @@ def test_an_overflowing_fp16_step_is_skipped_and_halves_the_scale():
     huge = lambda out, _labels: out.float().sum() * 1e35  # noqa: E731 - times the 65536 scale overflows fp32
     train_step(model, torch.ones(2, 4), torch.zeros(2, dtype=torch.long), optimizer, huge, policy, scaler)
     tracker.after_update(1)
+    tracker.flush()
     assert torch.equal(model.weight, before)  # the step was skipped
     assert tracker.skipped == [1]
     assert tracker.history == [{"step": 1, "scale": 32768.0}]

@@ -37,6 +37,23 @@ def test_scale_tracker_is_silent_for_a_disabled_scaler():
     assert tracker.history == [] and tracker.skipped == []
 
 
+def test_scale_tracker_reads_the_scales_at_a_flush_and_marks_the_overflowed_step():
+    weight = torch.nn.Parameter(torch.ones(2))
+    optimizer = torch.optim.SGD([weight], lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1000)
+    tracker = ScaleTracker(scaler)
+    for step, gradient in enumerate((1.0, float("inf"), 1.0), start=1):
+        optimizer.zero_grad()
+        scaler.scale((weight * gradient).sum()).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        tracker.after_update(step)
+    assert tracker.history == []  # nothing read yet: no sync per step
+    tracker.flush()
+    assert tracker.history == [{"step": 1, "scale": 1024.0}, {"step": 2, "scale": 512.0}, {"step": 3, "scale": 512.0}]
+    assert tracker.skipped == [2]
+
+
 def test_cpu_memory_monitor_sees_a_large_allocation():
     monitor = MemoryMonitor(torch.device("cpu")).start()
     block = np.ones(200 * 2**20, dtype=np.uint8)  # 200 MiB, touched so that it is resident

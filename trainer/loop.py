@@ -195,6 +195,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
                 tl.t_warm, tl.images_at_warm = clock(device), tl.images
             if step % config.log_every == 0:
                 mean = window.mean_and_reset()  # .item() syncs here
+                tl.scale.flush()
                 tl.loss_history.append({"step": tl.steps, "epoch": epoch, "loss": mean})
                 reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps, loss=mean)
             else:
@@ -202,6 +203,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
         epoch_end = clock(device)
         tl.epoch_times.append(epoch_end - epoch_start)
         tl.epoch_losses.append(epoch_meter.mean_and_reset())
+        tl.scale.flush()
         epoch_start = epoch_end
         reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps)
     tl.t_end = epoch_start

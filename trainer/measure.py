@@ -55,24 +55,37 @@ class LossMeter:
 
 class ScaleTracker:
     """The GradScaler's loss scale after every update. Dynamic scaling lowers the scale only when a step's
-    gradients overflowed, and then the optimizer step was skipped, so a drop marks a skipped step."""
+    gradients overflowed, and then the optimizer step was skipped, so a drop marks a skipped step.
+
+    The scales stay on the device until `flush()`, which the loop calls at log points where it syncs anyway:
+    a `get_scale()` per step would add a host-device sync to every fp16 step.
+    """
 
     def __init__(self, scaler: torch.amp.GradScaler):
         self._scaler = scaler
         self.enabled = scaler.is_enabled()
-        self._scale = scaler.get_scale() if self.enabled else None
+        self._scale = scaler.get_scale() if self.enabled else None  # no sync: nothing is scaled yet
+        self._pending: list[tuple[int, torch.Tensor]] = []
         self.history: list[dict] = []  # {"step", "scale"}
         self.skipped: list[int] = []
 
     def after_update(self, step: int) -> None:
         if not self.enabled:
             return
-        # GradScaler.step has already synchronised to check for inf/NaN, so reading the scale costs little.
-        scale = self._scaler.get_scale()
-        self.history.append({"step": step, "scale": scale})
-        if scale < self._scale:
-            self.skipped.append(step)
-        self._scale = scale
+        # A copy, because update() changes the scale tensor in place.
+        self._pending.append((step, self._scaler._get_scale_async().clone()))
+
+    def flush(self) -> None:
+        """Read the scales recorded since the last flush into `history` and `skipped` (one sync)."""
+        if not self._pending:
+            return
+        scales = torch.cat([scale.reshape(1) for _, scale in self._pending]).tolist()
+        for (step, _), scale in zip(self._pending, scales):
+            self.history.append({"step": step, "scale": scale})
+            if scale < self._scale:
+                self.skipped.append(step)
+            self._scale = scale
+        self._pending.clear()
 
 
 def steady_throughput(images_after_warmup: int, seconds_after_warmup: float) -> float | None:
