@@ -2,6 +2,7 @@
 
 import streamlit as st
 
+from lessons.autocast_lists import FOLLOWS, FP32, LOW, classify, ops_in, rules_on
 from ui.lab_code import (
     AMP_SCRIPT,
     BASELINE_SCRIPT,
@@ -12,11 +13,23 @@ from ui.lab_code import (
     read_script,
     script_diff,
 )
+from ui.widgets import next_link
 
 
 @st.cache_data(show_spinner="Running the old spelling in a fresh Python to catch its warning...")
 def old_spelling_warnings() -> list[str]:
     return deprecation_warnings()
+
+
+@st.cache_data(show_spinner=False)
+def cpu_lists() -> dict[str, list[str]]:
+    """What CPU autocast does with a set of common ops, measured with this server's torch."""
+    policies = classify("cpu")
+    return {category: ops_in(policies, category) for category in (LOW, FP32, FOLLOWS)}
+
+
+def code_list(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names) or "none of the probed ops"
 
 
 st.title("Adding AMP")
@@ -28,31 +41,39 @@ picks a number format per operation, and **GradScaler**, which protects fp16 gra
 )
 
 st.subheader("Autocast: the right precision for each operation")
+lists = cpu_lists()
+cuda_rules = rules_on("cuda")
+cuda_fp32 = [op for op in lists[FOLLOWS] if cuda_rules[op]]
 st.markdown(
-    """
-Inside `with torch.autocast(device_type, dtype=...)`, PyTorch looks up each operation in a list:
+    f"""
+Inside `with torch.autocast(device_type, dtype=...)`, PyTorch looks each operation up in a list, and **the lists
+differ per device** (PyTorch AMP docs, "Autocast Op Reference"):
 
-- **Runs in the low precision (fp16 or bf16):** convolutions, linear layers, matrix multiplications. These
-  are the operations Tensor Cores (and, on CPUs, AMX units) speed up, and they tolerate rounding well
-  because each output sums many products.
-- **Stays in fp32:** operations that need a wide range or many accurate digits: softmax, log, exp,
-  cross-entropy and other losses, sums over many values, layer and group normalisation.
-- **Follows its inputs:** cheap element-wise operations such as ReLU and max-pooling run in whatever
-  precision their input already has.
+- **Runs in the low precision (fp16 or bf16), on every device:** convolutions, linear layers, matrix
+  multiplications. These are what Tensor Cores on NVIDIA GPUs (and AMX units on recent Intel CPUs) speed up.
+  They tolerate 16 bits because the hardware takes 16-bit *inputs* but adds up the products in an fp32
+  accumulator; it is long sums *stored* in 16 bits that lose digits (Micikevicius et al. 2018, section 3.3).
+- **Runs in fp32:** on a CUDA GPU, a long list: softmax, log, exp, sums, layer and group norm, the losses and
+  more. On a CPU, a short one: measured with this server's torch, CPU autocast sends only {code_list(lists[FP32])}
+  of the probed ops to fp32.
+- **Follows its input:** everything on neither list runs in whatever dtype it is given. On a CPU that includes
+  {code_list(lists[FOLLOWS])}: after a bf16 layer they run in bf16. CUDA's autocast has its own rule for
+  {code_list(cuda_fp32)} among these (read from this torch's dispatcher), and the docs put them on its fp32 list.
 
-Autocast changes the operations, not the model: the weights stay fp32 (autocast makes low-precision copies
-for each product), and the optimizer updates the fp32 weights. Only the forward pass and the loss go inside
-the block; `backward()` runs outside, and each operation's backward uses the precision its forward used.
-The *Autocast layer by layer* page shows the dtype of every layer of this model.
+Autocast changes the operations, not the model: the weights stay fp32 (autocast makes 16-bit copies of them for
+each product), and the optimizer updates the fp32 weights outside the autocast block. Only the forward pass and
+the loss go inside; `backward()` runs outside, and each operation's backward uses the precision its forward used.
+The next page, *Autocast layer by layer*, shows the dtype of every layer of this model and the full measured lists.
 """
 )
 
 st.subheader("GradScaler: keeping small gradients alive in fp16")
 st.markdown(
     """
-fp16 has only 5 exponent bits: the smallest number it can hold is about 6 x 10⁻⁸ (and below 6 x 10⁻⁵ it
-already loses digits). Many gradients are smaller than that, so in fp16 they **underflow**: they become
-exactly zero, and the weights they belong to stop learning.
+fp16 has only 5 exponent bits: its smallest number is 2⁻²⁴, about 6 x 10⁻⁸, and below 2⁻¹⁴ (about 6 x 10⁻⁵) it
+already loses digits (subnormal numbers). A gradient at or below half of 2⁻²⁴ **underflows**: it becomes exactly
+zero, and teaches its weight nothing. How many do depends on the model: for this lab's CNN the *Underflow and loss
+scaling* page measures few that vanish and many that survive only with fewer bits.
 
 Loss scaling fixes this with arithmetic: multiply the loss by a large factor *S* (65,536 to start) before
 `backward()`. By the chain rule every gradient is multiplied by *S* too, which lifts the small ones into fp16's
@@ -61,7 +82,8 @@ range. Before the weights change, the gradients are divided by *S* again, in fp3
 - `scaler.scale(loss).backward()`: backward on the scaled loss;
 - `scaler.step(optimizer)`: unscale the gradients; if any is inf or NaN (the scale was too big), **skip** this
   step instead of corrupting the weights;
-- `scaler.update()`: halve the scale after a skipped step, and double it after 2,000 good steps in a row.
+- `scaler.update()`: after a skipped step multiply the scale by the backoff factor (0.5 by default, so it
+  halves), and after 2,000 good steps in a row by the growth factor (2 by default, so it doubles).
 """
 )
 
@@ -72,8 +94,8 @@ bf16 keeps fp32's 8 exponent bits and gives up mantissa bits instead. It covers 
 about 10⁻³⁸), so gradients do not underflow and no loss scaling is needed: with `dtype=torch.bfloat16`, leave the
 scaler out (or create it with `enabled=False`, which turns its three calls into plain `backward()`, `step()`
 and nothing). The price is precision: 8 significant bits (2 to 3 decimal digits) against fp16's 11 bits (3
-to 4 digits), which training tolerates well. bf16 needs hardware support: NVIDIA GPUs from Ampere on, and
-recent CPUs (AVX-512 bf16, AMX).
+to 4 digits), which training tolerates well. bf16 is fast where the hardware has it: NVIDIA GPUs from Ampere on,
+and CPUs with AVX-512 bf16 or AMX.
 """
 )
 
@@ -82,7 +104,8 @@ removed, added = changed_lines()
 st.markdown(
     f"`lab/{AMP_SCRIPT}` is `lab/{BASELINE_SCRIPT}` with {removed} lines changed and {added} lines in their place "
     "(the docstring and the messages included). The three changes marked *AMP change* are the whole technique; "
-    "the script also picks bf16 on a CPU, where fp16 has no fast kernels."
+    "the script also picks bf16 on a CPU: on CPUs without fp16 arithmetic in hardware (such as the "
+    "Xeon this project was benchmarked on, where amp-fp16 ran about 60x slower than fp32), fp16 kernels are slow."
 )
 unified, side_by_side = st.tabs(["Unified diff", "Side by side"])
 with unified:
@@ -117,4 +140,4 @@ if warnings:
     st.code("\n".join(warnings), language="text")
 else:
     st.caption("This PyTorch printed no FutureWarning for the old spelling.")
-st.page_link("pages/run_experiment.py", label="Try it: run the experiment", icon="🧪")
+next_link("pages/autocast_layers.py", "autocast, layer by layer")

@@ -2,10 +2,12 @@
 
 import streamlit as st
 
+from lessons.autocast_lists import CATEGORIES, classify, classify_isolated, rules_on
 from lessons.autocast_trace import MODE_DESCRIPTIONS, trace_all, trace_all_isolated
 from trainer.errors import TrainerError
 from ui import session
 from ui.learn_charts import dtype_grid_chart
+from ui.widgets import next_link
 
 COLUMN_NAMES = {
     "layer": "layer",
@@ -25,6 +27,12 @@ def traces_for(device: str) -> list[dict]:
     return [trace.to_dict() for trace in traces]
 
 
+@st.cache_data(show_spinner="Running each op under autocast...", max_entries=4)
+def op_lists_for(device: str) -> list[dict]:
+    policies = classify_isolated(device) if device == "cuda" else classify(device)
+    return [policy.to_dict() for policy in policies]
+
+
 st.title("Autocast, layer by layer")
 st.markdown(
     """
@@ -36,8 +44,8 @@ and the gradients of the backward pass.
 - **AMP (autocast)**: the *stored* weights stay float32, the **master copy** that the optimizer updates.
   Inside the `autocast` block, each convolution and linear layer casts its input and a copy of its weight to the
   low precision and computes there, so their outputs are fp16 or bf16; ReLU and max-pooling simply keep the dtype
-  they are given. The loss (`cross_entropy`) is on autocast's list of operations that need fp32, so it comes out
-  float32 even though the logits are half precision. In the backward pass each op's gradient follows the dtype of
+  they are given. The loss (`cross_entropy`) runs in fp32 under autocast on both CPU and GPU, so it comes out
+  float32 even though the logits are half precision (the measured lists are below the per-mode tables). In the backward pass each op's gradient follows the dtype of
   its forward, and the gradient that reaches a weight is cast back to float32 to match the master copy.
 - **Pure half weights** (`model.half()`, or `.to(torch.bfloat16)`): *not* AMP. Every weight, activation,
   gradient and even the loss is 16-bit, and there is no fp32 master copy. Small updates (learning rate x
@@ -68,6 +76,38 @@ for trace in traces:
     )
     st.caption(f"logits: {trace['logits_dtype']} · loss: {trace['loss_dtype']}")
 
+st.subheader("Autocast's op lists, measured")
+try:
+    policies = op_lists_for(device)
+except TrainerError as err:
+    st.error(str(err))
+else:
+    cuda_rules = rules_on("cuda")
+    low = policies[0]["autocast_dtype"]
+    st.markdown(
+        f"""
+Which list is an op on? Each op below ran under `torch.autocast("{device}", dtype=torch.{low})` twice: once on
+fp32 inputs, once on {low} inputs. An op whose fp32 inputs come out {low} is on the **low precision** list; one
+whose {low} inputs come out float32 is on the **fp32** list; one that returns what it was given **follows its
+input**. These lists belong to the device and the torch version: this is {device} with this server's PyTorch
+(PyTorch AMP docs, "Autocast Op Reference", has both lists)."""
+    )
+    rows = []
+    for p in sorted(policies, key=lambda p: CATEGORIES.index(p["category"])):
+        row = {"op": p["op"], "kind": p["kind"], f"on {device}": p["category"],
+               "from fp32 inputs": p["from_fp32"], f"from {low} inputs": p["from_low"]}
+        if device == "cpu":
+            row["CUDA has an autocast rule"] = "yes" if cuda_rules[p["op"]] else "no"
+        rows.append(row)
+    st.dataframe(rows, hide_index=True)
+    if device == "cpu":
+        st.caption(
+            "The last column is read from this torch's dispatcher, which needs no GPU. On CUDA such a rule casts "
+            "the matrix products to fp16 and most other ops (softmax, exp, log, sum, the norms, the losses) to "
+            "fp32: on a CPU those ops run in bf16 once their input is bf16. cross_entropy has no CUDA rule of its "
+            "own, yet comes out fp32 there, because it is built from log_softmax and nll_loss, which do."
+        )
+
 amp_traces = [t for t in traces if t["mode"].startswith("amp-")]
 if amp_traces:
     sample = amp_traces[0]
@@ -78,3 +118,5 @@ if amp_traces:
         f"is {sample['loss_dtype']}. That is the whole trick of AMP: the expensive arithmetic in 16 bits, the "
         "bookkeeping in 32."
     )
+
+next_link("pages/number_formats.py", "number formats, from fp32 to fp8")

@@ -2,8 +2,17 @@
 
 import streamlit as st
 
+from lessons.tf32 import states
+from trainer.errors import TrainerError
 from trainer.model import SimpleCNN, count_parameters
 from ui.lab_code import BASELINE_SCRIPT, read_script
+from ui.widgets import next_link
+
+
+@st.cache_data(show_spinner="Reading PyTorch's TF32 switches in a fresh Python...")
+def tf32_states() -> list[dict]:
+    return [state.to_dict() for state in states()]
+
 
 st.title("The fp32 baseline")
 st.markdown(
@@ -62,10 +71,41 @@ asynchronously and the clock would otherwise stop early.
 """
 )
 
+st.subheader("Is fp32 really fp32? TF32 on newer GPUs")
+st.markdown(
+    """
+On NVIDIA GPUs from Ampere on, Tensor Cores can run an fp32 convolution or matmul in **TF32**: the tensors stay
+fp32, but each product uses only 10 mantissa bits (fp16's precision with fp32's range), accumulated in fp32.
+PyTorch allows it for cuDNN convolutions by default and, since version 1.12, not for matmuls (PyTorch docs, CUDA
+semantics, "TensorFloat-32 (TF32) on Ampere (and later) devices"). The lab's script sets no flags, so on such a
+GPU **its "fp32" convolutions already run in TF32**. This app's fp32 is *strict* fp32: it turns TF32 off, so its
+fp32 baseline is slower than the lab's on those GPUs, and its AMP speedups larger, for that reason alone. On a CPU,
+and on GPUs older than Ampere, there is no difference. Read from this server's PyTorch, in a fresh process:
+"""
+)
+try:
+    tf32 = tf32_states()
+except TrainerError as err:
+    st.error(str(err))
+else:
+    st.dataframe(
+        [
+            {"setting": s["setting"], "GPU convolutions": s["cuda_conv"], "GPU matmuls": s["cuda_matmul"],
+             "CPU (oneDNN) convolutions and matmuls": f"{s['cpu_conv']} / {s['cpu_matmul']}"}
+            for s in tf32
+        ],
+        hide_index=True,
+    )
+    st.caption(
+        f"ieee = true fp32, tf32 = 10-bit products. This PyTorch spells the switches `{tf32[0]['api']}` "
+        "(`torch.backends.cudnn.conv.fp32_precision` and `torch.backends.cuda.matmul.fp32_precision` in recent "
+        "versions, `allow_tf32` in older ones)."
+    )
+
 st.subheader(f"The script: lab/{BASELINE_SCRIPT}")
 st.caption(
     "The project's own version of the lab's baseline. Run it with `python lab/fp32_baseline.py`, or add "
     "`--synthetic --subset 2048 --epochs 1` for a quick check without downloading CIFAR-10."
 )
 st.code(read_script(BASELINE_SCRIPT), language="python", line_numbers=True)
-st.page_link("pages/adding_amp.py", label="Next: adding AMP", icon="➡️")
+next_link("pages/adding_amp.py", "adding AMP")

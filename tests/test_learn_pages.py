@@ -110,12 +110,32 @@ def test_loss_scaling_page_queues_the_tiny_run(app):
 def test_autocast_page_tables_every_mode(app):
     open_page(app, "autocast_layers")
     assert app.title[0].value == "Autocast, layer by layer"
-    assert len(app.dataframe) == 5
+    assert len(app.dataframe) == 6  # five modes, then the measured op lists
+    ops = app.dataframe[5].value.set_index("op")
+    assert ops.loc["conv2d", "on cpu"] == "low precision" and ops.loc["cross_entropy", "on cpu"] == "fp32"
+    assert ops.loc["softmax", "on cpu"] == "follows its input" and ops.loc["softmax", "CUDA has an autocast rule"] == "yes"
+    assert any("Next: number formats" in link.label for link in app.get("page_link"))
     captions = texts(app.caption)
     assert "logits: bfloat16 · loss: float32" in captions
     assert "logits: float16 · loss: float16" in captions
     assert any("stores its weight as float32 but computes in float16" in i for i in texts(app.info))
     assert len(charts(app)) == 1
+
+
+def test_baseline_page_tells_tf32_per_setting(app):
+    open_page(app, "fp32_baseline")
+    table = app.dataframe[0].value.set_index("setting")
+    assert table.loc["the lab's script as written (PyTorch's defaults)", "GPU convolutions"] == "tf32"
+    assert table.loc["this app's fp32 and AMP modes (TF32 off)", "GPU convolutions"] == "ieee"
+    assert any("Next: adding AMP" in link.label for link in app.get("page_link"))
+
+
+def test_adding_amp_page_lists_cpu_autocast_ops_from_torch(app):
+    open_page(app, "adding_amp")
+    markdown = " ".join(" ".join(texts(app.markdown)).split())
+    assert "CPU autocast sends only `prod`, `cross_entropy`, `nll_loss`, `mse_loss`, `cdist`" in markdown
+    assert "`softmax`, `log_softmax`" in markdown and "accumulator" in markdown
+    assert any("Next: autocast, layer by layer" in link.label for link in app.get("page_link"))
 
 
 def test_when_amp_pays_page_without_history(app):
