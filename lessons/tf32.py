@@ -5,7 +5,7 @@ allows it by default; fp32 matmuls default to full fp32 since torch 1.12 (PyTorc
 "TensorFloat-32 (TF32) on Ampere (and later) devices"). So the lab's script, which sets no flags, already runs its
 convolutions in TF32 there, while this app's "fp32" turns TF32 off. Recent torch spells the switches
 `fp32_precision` ("ieee" | "tf32", "none" = inherit from the parent setting); older torch has only `allow_tf32`.
-Reading the legacy flags after the new ones were set raises in torch 2.14, so this reads the new ones when present.
+The GPU switches are read as trainer/precision.py records them for every run (the new API where torch has it).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import torch
 
 from trainer.child_process import ChildProcessError, run_python_json
 from trainer.errors import TrainerError
-from trainer.precision import set_tf32
+from trainer.precision import set_tf32, tf32_flags
 
 NEW_API = "fp32_precision"
 LEGACY_API = "allow_tf32"
@@ -39,30 +39,27 @@ class Tf32State:
         return asdict(self)
 
 
-def api() -> str:
-    return NEW_API if hasattr(torch.backends.cuda.matmul, NEW_API) else LEGACY_API
-
-
 def _inherited(*levels: str) -> str:
     """The first setting that is not "none", walking from the op up to torch.backends; "ieee" at the top."""
     return next((level for level in levels if level != "none"), "ieee")
 
 
 def read_state(setting: str) -> Tf32State:
-    """The switches as they stand in this process, through whichever API this torch has."""
-    b = torch.backends
-    if api() == NEW_API:
-        root = b.fp32_precision
-        return Tf32State(
-            setting, NEW_API,
-            cuda_conv=_inherited(b.cudnn.conv.fp32_precision, b.cudnn.fp32_precision, root),
-            cuda_matmul=_inherited(b.cuda.matmul.fp32_precision, root),
-            cpu_conv=_inherited(b.mkldnn.conv.fp32_precision, b.mkldnn.fp32_precision, root),
-            cpu_matmul=_inherited(b.mkldnn.matmul.fp32_precision, b.mkldnn.fp32_precision, root),
-        )
-    to_name = {True: "tf32", False: "ieee"}
-    return Tf32State(setting, LEGACY_API, to_name[bool(b.cudnn.allow_tf32)],
-                     to_name[bool(b.cuda.matmul.allow_tf32)], "ieee", "ieee")
+    """The switches as they stand in this process: the GPU's as the trainer records them, oneDNN's for the CPU."""
+    flags = tf32_flags()
+    api = NEW_API if "cudnn_conv_fp32_precision" in flags else LEGACY_API
+    cpu_conv = cpu_matmul = "ieee"
+    mkldnn = torch.backends.mkldnn
+    if api == NEW_API and hasattr(mkldnn, "conv"):
+        root = torch.backends.fp32_precision
+        cpu_conv = _inherited(mkldnn.conv.fp32_precision, mkldnn.fp32_precision, root)
+        cpu_matmul = _inherited(mkldnn.matmul.fp32_precision, mkldnn.fp32_precision, root)
+    return Tf32State(
+        setting, api,
+        cuda_conv="tf32" if flags["cudnn_allow_tf32"] else "ieee",
+        cuda_matmul="tf32" if flags["cuda_matmul_allow_tf32"] else "ieee",
+        cpu_conv=cpu_conv, cpu_matmul=cpu_matmul,
+    )
 
 
 LAB_DEFAULTS = "the lab's script as written (PyTorch's defaults)"

@@ -1,6 +1,6 @@
 import torch
 
-from lessons.tf32 import APP_STRICT, APP_TF32, LAB_DEFAULTS, NEW_API, _inherited, api, read_state, states
+from lessons.tf32 import APP_STRICT, APP_TF32, LAB_DEFAULTS, NEW_API, _inherited, read_state, states
 
 
 def test_state_per_mode_from_a_fresh_torch():
@@ -12,12 +12,11 @@ def test_state_per_mode_from_a_fresh_torch():
     assert (tf32.cuda_conv, tf32.cuda_matmul) == ("tf32", "tf32")
     # On the CPU, oneDNN's fp32 stays fp32 in every case unless a user asks otherwise.
     assert {(s.cpu_conv, s.cpu_matmul) for s in by_setting.values()} == {("ieee", "ieee")}
-    assert {s.api for s in by_setting.values()} == {api()}
+    assert {s.api for s in by_setting.values()} == {read_state("now").api}
 
 
 def test_new_api_is_read_where_torch_has_it():
-    assert api() == (NEW_API if hasattr(torch.backends.cuda.matmul, "fp32_precision") else "allow_tf32")
-    assert read_state("now").api == api()
+    assert read_state("now").api == (NEW_API if hasattr(torch.backends.cuda.matmul, "fp32_precision") else "allow_tf32")
 
 
 def test_none_inherits_from_the_parent_setting():
