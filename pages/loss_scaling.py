@@ -9,7 +9,7 @@ from lessons.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exp
 from server.records import JobSpec
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
-from ui import session
+from ui import jobs, session
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart
 
 GRADIENT_KINDS = {
@@ -41,15 +41,12 @@ def scale_label(exponent: int) -> str:
 
 def amp_fp16_runs() -> list[tuple[str, object]]:
     """Finished amp-fp16 runs with a loss-scale history: this session's first, then the server's history."""
-    jobs = [j for j in session.my_jobs() if j.status == "done"]
-    jobs += session.get_history().list_jobs(status="done", precision="amp-fp16", limit=30)
-    found, seen = [], set()
-    for job in jobs:
+    found = []
+    for job in jobs.mine_then_class(status="done", precision="amp-fp16", limit=30):
         for index, result in enumerate(job.results):
-            if (job.id, index) in seen or result.precision != "amp-fp16" or not result.loss_scale_history:
+            if result.precision != "amp-fp16" or not result.loss_scale_history:
                 continue
-            seen.add((job.id, index))
-            mine = " (yours)" if job.session_id == session.session_id() else ""
+            mine = " (yours)" if jobs.is_mine(job) else ""
             found.append((f"{job.label or job.kind} · run {index + 1} · {result.started_at}{mine}", result))
     return found
 
@@ -63,26 +60,6 @@ def tiny_run_spec() -> JobSpec:
     config = RunConfig(precision="amp-fp16", epochs=1, batch_size=32, data="synthetic", loader="resident",
                        subset=subset, test_subset=128, num_workers=0, log_every=1, warmup_steps=1)
     return JobSpec(kind="run", runs=[config], label=TINY_RUN_LABEL)
-
-
-@st.fragment(run_every=2.0)
-def follow_tiny_run(job_id: str) -> None:
-    job = session.get_job_manager().get(job_id)
-    if job is None:
-        st.warning("That run is no longer known to the server.")
-        return
-    if job.finished:
-        if job.status != "done":
-            st.session_state.pop(TINY_RUN_KEY, None)  # offer the button again on the next rerun
-            st.error(f"The tiny run did not finish: {job.error}")
-            return
-        st.rerun()
-    if job.status == "queued":
-        st.info(f"Waiting in the queue at position {job.queue_position}.")
-    else:
-        progress = job.progress
-        fraction = progress.fraction_done if progress else 0.0
-        st.progress(fraction, text="training the tiny amp-fp16 run...")
 
 
 st.title("Underflow and loss scaling")
@@ -160,23 +137,19 @@ if runs:
         )
 else:
     st.info("No finished amp-fp16 run with a loss-scale history on this server yet.")
-    job_id = st.session_state.get(TINY_RUN_KEY)
-    if job_id:
-        follow_tiny_run(job_id)
+    tiny = jobs.remembered(TINY_RUN_KEY)
+    if tiny is not None and not tiny.finished:
+        jobs.follow(tiny.id)
     else:
+        if tiny is not None and tiny.status != "done":
+            st.error(f"The tiny run did not finish: {tiny.error}")
+        jobs.forget(TINY_RUN_KEY)  # offer the button (again)
         device = session.get_job_manager().device_type
         if device == "cpu":
             st.caption("fp16 on this CPU is tens of times slower than fp32, so the tiny run uses 1,024 synthetic "
                        "images at batch 32: expect a minute or two.")
-        if st.button("Run a tiny amp-fp16 run"):
-            try:
-                job_id = session.get_job_manager().submit(session.session_id(), tiny_run_spec())
-            except TrainerError as err:
-                st.error(str(err))
-            else:
-                session.remember_job(job_id)
-                st.session_state[TINY_RUN_KEY] = job_id
-                st.rerun()
+        if st.button("Run a tiny amp-fp16 run") and jobs.submit(tiny_run_spec(), TINY_RUN_KEY):
+            st.rerun()
 
 st.subheader("Simulate the scaler")
 st.markdown(

@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from trainer.errors import ConfigError
-from ui import session
+from ui import jobs, session
 from ui.experiment import QUICK_DEMO, quick_demo_spec
 from ui.widgets import RUN_PAGE, hardware_panel
 
@@ -48,11 +47,5 @@ st.markdown(
     f"{QUICK_DEMO['epochs']} epoch, batch {QUICK_DEMO['batch_size']}, data held on the device. It usually "
     "finishes within a minute or two (longer if other learners' jobs are queued)."
 )
-if st.button("Run the quick demo", type="primary"):
-    try:
-        job_id = session.get_job_manager().submit(session.session_id(), quick_demo_spec(report))
-    except ConfigError as err:
-        st.error(str(err))
-    else:
-        session.remember_job(job_id)
-        st.switch_page(RUN_PAGE)
+if st.button("Run the quick demo", type="primary") and jobs.submit(quick_demo_spec(report)):
+    st.switch_page(RUN_PAGE)

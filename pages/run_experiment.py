@@ -4,8 +4,7 @@ import streamlit as st
 
 from server.estimate import estimate_job_seconds
 from trainer.datasets import cifar10_available
-from trainer.errors import ConfigError
-from ui import session
+from ui import jobs, session
 from ui.experiment import (
     DATA_NAMES,
     LOADER_NAMES,
@@ -122,12 +121,7 @@ queue_note = "" if ahead == 0 else f" {ahead} job{'s are' if ahead > 1 else ' is
 st.info(f"**Estimated time for both runs:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
 
 if st.button("Run", type="primary", disabled=bool(blocked)):
-    try:
-        job_id = manager.submit(sid, spec)
-    except ConfigError as err:
-        st.error(str(err))
-    else:
-        session.remember_job(job_id)
+    jobs.submit(spec)
 
 st.subheader("Your job")
 active = any(not job.finished for job in session.my_jobs())
@@ -136,13 +130,13 @@ active = any(not job.finished for job in session.my_jobs())
 @st.fragment(run_every=LIVE_REFRESH_S if active else None)
 def live_jobs() -> None:
     """Redrawn every second while a job of this session is queued or running."""
-    jobs = session.my_jobs()
-    running = [job for job in jobs if not job.finished]
+    mine = session.my_jobs()
+    running = [job for job in mine if not job.finished]
     if active and not running:
         st.rerun()  # the last job just ended: redraw the page once, and stop polling
-    if not jobs:
+    if not mine:
         st.caption("Nothing yet: choose the settings above and press Run.")
-    for job in running or jobs[-1:]:
+    for job in running or mine[-1:]:
         with st.container(border=True):
             job_panel(job, sid, manager)
 

@@ -20,10 +20,10 @@ from trainer.comparison_table import format_bytes
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
 from trainer.results import MEMORY_LABELS
-from ui import session
+from ui import jobs, session
 from ui.experiment import amp_modes, default_amp
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
-from ui.widgets import about, run_progress_text, when
+from ui.widgets import about, when
 
 BREAKDOWN_LABEL = "where the time goes"
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
@@ -32,64 +32,12 @@ WIDTH_CHOICES = (1, 2, 4, 8)
 
 
 def breakdown_jobs() -> list[JobView]:
-    """Finished time-breakdown jobs: this session's newest first, then the server's."""
-    mine = [j for j in reversed(session.my_jobs()) if j.kind == "breakdown"]
-    shared = session.get_history().list_jobs(kind="breakdown", limit=20)
-    return _unique([j for j in mine + shared if j.results])
-
-
-def sweep_jobs() -> list[JobView]:
-    """Sweeps of this session (newest first), then every sweep in the server's history."""
-    mine = [j for j in reversed(session.my_jobs()) if j.kind == "sweep"]
-    return _unique(mine + session.get_history().list_jobs(kind="sweep", limit=50))
-
-
-def _unique(jobs: list[JobView]) -> list[JobView]:
-    seen, kept = set(), []
-    for job in jobs:
-        if job.id not in seen:
-            seen.add(job.id)
-            kept.append(job)
-    return kept
-
-
-def submit(spec: JobSpec, key: str) -> None:
-    try:
-        job_id = session.get_job_manager().submit(session.session_id(), spec)
-    except TrainerError as err:
-        st.error(str(err))
-        return
-    session.remember_job(job_id)
-    st.session_state[key] = job_id
-    st.rerun()
-
-
-@st.fragment(run_every=2.0)
-def follow(job_id: str) -> None:
-    """A running job's place in the queue or its current run; reloads the page once it ends."""
-    manager = session.get_job_manager()
-    job = manager.get(job_id)
-    if job is None or job.finished:
-        st.rerun()
-    if job.status == "queued":
-        st.info(f"Waiting in the queue at position {job.queue_position}; it should start in "
-                f"{about(job.estimated_wait_s)}.")
-    else:
-        done = len(job.outcomes)
-        fraction, text = run_progress_text(job, job.current_run)
-        config = job.spec.runs[job.current_run]
-        st.progress((done + fraction) / len(job.spec.runs),
-                    text=f"run {job.current_run + 1} of {len(job.spec.runs)} ({config.precision}, batch "
-                         f"{config.batch_size}, width {config.width}): {text}")
-        if done == len(job.spec.runs) and job.spec.probe_max_batch:
-            st.caption("Searching the largest batch that fits in GPU memory...")
-    if job.session_id == session.session_id() and not job.cancel_requested:
-        if st.button("Cancel", key=f"cancel-{job.id}"):
-            manager.cancel(job.id, session.session_id())
+    """Finished time-breakdown jobs: this learner's newest first, then the server's."""
+    return [job for job in jobs.mine_then_class(kind="breakdown", limit=20) if job.results]
 
 
 def sweep_label(job: JobView) -> str:
-    mine = " (yours)" if job.session_id == session.session_id() else ""
+    mine = " (yours)" if jobs.is_mine(job) else ""
     return f"{when(job.created_at)} · {job.label or 'sweep'} · {job.status}{mine}"
 
 
@@ -174,13 +122,13 @@ try:
 except TrainerError as err:
     st.error(str(err))
     breakdown_plan = None
-breakdown_job = st.session_state.get(BREAKDOWN_KEY)
-running = manager.get(breakdown_job) if breakdown_job else None
+running = jobs.remembered(BREAKDOWN_KEY)
 if running is not None and not running.finished:
-    follow(breakdown_job)
+    jobs.follow(running.id)
 elif breakdown_plan and st.button("Measure where the time goes"):
     label = f"{BREAKDOWN_LABEL}: DataLoader vs resident ({breakdown_precision}, batch {breakdown_batch})"
-    submit(JobSpec(kind="breakdown", runs=breakdown_plan, label=label), BREAKDOWN_KEY)
+    if jobs.submit(JobSpec(kind="breakdown", runs=breakdown_plan, label=label), BREAKDOWN_KEY):
+        st.rerun()
 finished = breakdown_jobs()
 if finished:
     latest = finished[0]
@@ -227,17 +175,17 @@ if on_gpu:
 else:
     st.caption("The search for the largest batch that fits applies to GPUs, where device memory is the limit; "
                "this server trains on the CPU, so the sweep skips it.")
-sweep_job = st.session_state.get(SWEEP_KEY)
-current = manager.get(sweep_job) if sweep_job else None
+current = jobs.remembered(SWEEP_KEY)
 if current is not None and not current.finished:
-    follow(sweep_job)
+    jobs.follow(current.id)
 elif plan and st.button("Queue the sweep", type="primary"):
     label = (f"sweep: fp32 vs {amp_mode}, batch {', '.join(map(str, sorted(chosen_batches)))}, "
              f"width {', '.join(map(str, sorted(chosen_widths)))}, {loader}")
-    submit(JobSpec(kind="sweep", runs=plan, label=label, probe_max_batch=on_gpu), SWEEP_KEY)
+    if jobs.submit(JobSpec(kind="sweep", runs=plan, label=label, probe_max_batch=on_gpu), SWEEP_KEY):
+        st.rerun()
 
 st.subheader("3. Sweep results")
-sweeps = sweep_jobs()
+sweeps = jobs.mine_then_class(kind="sweep")
 if not sweeps:
     st.info("No sweep on this server yet: queue one above. Finished sweeps stay in the history and can be "
             "reopened here.")

@@ -152,7 +152,7 @@ def test_results_page_says_one_line_for_a_damaged_job_in_the_address(app, state_
     ]
 
 
-def test_experiment_end_to_end_then_results_and_history(app):
+def test_experiment_end_to_end_then_results_and_history(app, state_dir):
     for key, value in TINY.items():
         app.session_state[key] = value
     open_page(app, "run_experiment")
@@ -172,7 +172,8 @@ def test_experiment_end_to_end_then_results_and_history(app):
     assert app.select_slider(key="run_subset").value == 256
 
     # A link to this comparison opens it.
-    (job_id,) = app.session_state["amp_lab_job_ids"]
+    (job,) = HistoryStore(state_dir / "history.sqlite3").list_jobs(kind="compare")
+    job_id = job.id
     app.query_params["job"] = job_id
     open_page(app, "results")
     assert not app.error

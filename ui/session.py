@@ -20,7 +20,6 @@ from ui.choices import Choice, accepts, refusal
 
 SESSION_ID_KEY = "amp_lab_session_id"
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
-JOB_IDS_KEY = "amp_lab_job_ids"
 _HARDWARE_CHILD = (
     "import json; from trainer.environment import hardware_report; "
     "print(json.dumps(hardware_report('cuda').to_dict()))"
@@ -85,16 +84,6 @@ def session_id() -> str:
     if SESSION_ID_KEY not in st.session_state:
         st.session_state[SESSION_ID_KEY] = uuid.uuid4().hex
     return st.session_state[SESSION_ID_KEY]
-
-
-def remember_job(job_id: str) -> None:
-    """Note a job this session submitted, so every page can find it again."""
-    st.session_state.setdefault(JOB_IDS_KEY, []).append(job_id)
-
-
-def remembered_jobs() -> list[str]:
-    """Ids of the jobs this session submitted, oldest first."""
-    return list(st.session_state.get(JOB_IDS_KEY, []))
 
 
 def my_jobs() -> list[JobView]:

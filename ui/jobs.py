@@ -1,0 +1,84 @@
+"""The job plumbing pages share: submit a job for this learner, follow it while it waits and runs, and list
+this learner's jobs before the rest of the server's history."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from server.records import JobSpec, JobView
+from trainer.errors import TrainerError
+from ui import session
+from ui.widgets import about, run_progress_text
+
+FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
+
+
+def submit(spec: JobSpec, remember_as: str | None = None) -> str | None:
+    """Queue `spec` for this learner; a refusal is one error line and None. `remember_as` keeps the job's id in
+    the session state under that key, for the page that follows it."""
+    try:
+        job_id = session.get_job_manager().submit(session.session_id(), spec)
+    except TrainerError as err:
+        st.error(str(err))
+        return None
+    if remember_as is not None:
+        st.session_state[remember_as] = job_id
+    return job_id
+
+
+def remembered(key: str) -> JobView | None:
+    """The job whose id the page kept under `key`, as it stands now (None if none, or unknown to the server)."""
+    job_id = st.session_state.get(key)
+    return session.get_job_manager().get(job_id) if job_id else None
+
+
+def forget(key: str) -> None:
+    st.session_state.pop(key, None)
+
+
+def is_mine(job: JobView) -> bool:
+    return job.session_id == session.session_id()
+
+
+def mine_then_class(
+    kind: str | None = None, status: str | None = None, precision: str | None = None, limit: int = 50
+) -> list[JobView]:
+    """This learner's jobs (newest first), then the rest of the server's history (newest first), each job once."""
+
+    def wanted(job: JobView) -> bool:
+        return ((kind is None or job.kind == kind) and (status is None or job.status == status)
+                and (precision is None or precision in job.spec.precisions))
+
+    mine = [job for job in reversed(session.my_jobs()) if wanted(job)]
+    shared = session.get_history().list_jobs(kind=kind, status=status, precision=precision, limit=limit)
+    by_id: dict[str, JobView] = {}
+    for job in mine + shared:
+        by_id.setdefault(job.id, job)
+    return list(by_id.values())
+
+
+@st.fragment(run_every=FOLLOW_REFRESH_S)
+def follow(job_id: str) -> None:
+    """A waiting job's place in the queue, or a running job's progress and a Cancel button for its owner; the
+    whole page is drawn again once the job ends, so it can show the result."""
+    manager = session.get_job_manager()
+    job = manager.get(job_id)
+    if job is None:
+        st.warning("That job is no longer known to the server.")
+        return
+    if job.finished:
+        st.rerun()
+    if job.status == "queued":
+        st.info(f"Waiting in the queue at position {job.queue_position}; it should start in "
+                f"{about(job.estimated_wait_s)}.")
+    else:
+        done = len(job.outcomes)
+        total = len(job.spec.runs)
+        fraction, text = run_progress_text(job, job.current_run)
+        config = job.spec.runs[job.current_run]
+        where = f"run {job.current_run + 1} of {total} ({config.precision}, batch {config.batch_size})"
+        st.progress(min(1.0, (done + fraction) / total), text=f"{where}: {text}" if total > 1 else text)
+        if done == total and job.spec.probe_max_batch:
+            st.caption("Searching the largest batch that fits in GPU memory...")
+    if is_mine(job) and not job.cancel_requested and st.button("Cancel", key=f"cancel-{job.id}"):
+        manager.cancel(job.id, session.session_id())
