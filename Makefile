@@ -19,7 +19,7 @@ BROWSER_TESTS := tests/browser
 .PHONY: run test install
 
 run: install
-	$(PY) -m streamlit run app.py --server.address $(ADDRESS) --server.port $(PORT)
+	$(PY) serve.py --server.address $(ADDRESS) --server.port $(PORT)
 
 test: install
 	@echo "==> import layers (.importlinter)"

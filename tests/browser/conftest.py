@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -129,19 +131,22 @@ def browser():
         launched.close()
 
 
-@pytest.fixture(scope="session")
-def app_url(browser, tmp_path_factory):
-    """Base URL of a real app server with its own empty state dir and an empty data root (so: synthetic data)."""
-    state_dir = tmp_path_factory.mktemp("state")
-    data_root = tmp_path_factory.mktemp("data")
-    log_path = tmp_path_factory.getbasetemp() / "streamlit.log"
+@contextmanager
+def serve(tmp_dir: Path, env_extra: dict | None = None, script: Path | None = None) -> Iterator[str]:
+    """Start the app as `make run` does (serve.py), or `streamlit run <script>` from the repository root (so with
+    its .streamlit/config.toml), with an empty state dir and data root in `tmp_dir`; yield its base URL. The
+    server's log is `tmp_dir/streamlit.log`."""
+    state_dir, data_root = tmp_dir / "state", tmp_dir / "data"
+    data_root.mkdir(parents=True, exist_ok=True)
+    log_path = tmp_dir / "streamlit.log"
     # The instructor's limits of the outer shell must not leak in: the tests expect the defaults.
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMP_LAB_")}
-    env.update(AMP_LAB_STATE_DIR=str(state_dir), AMP_LAB_DATA_ROOT=str(data_root))
+    env.update(AMP_LAB_STATE_DIR=str(state_dir), AMP_LAB_DATA_ROOT=str(data_root), **(env_extra or {}))
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
+    launch = ["serve.py"] if script is None else ["-m", "streamlit", "run", str(script)]
     command = [
-        sys.executable, "-m", "streamlit", "run", "app.py",
+        sys.executable, *launch,
         "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless", "true",
     ]
     with open(log_path, "wb") as log:
@@ -154,6 +159,20 @@ def app_url(browser, tmp_path_factory):
         yield url
     finally:
         _stop(proc)
+
+
+@pytest.fixture(scope="session")
+def app_url(browser, tmp_path_factory):
+    """Base URL of a real app server with its own empty state dir and an empty data root (so: synthetic data)."""
+    with serve(tmp_path_factory.mktemp("server")) as url:
+        yield url
+
+
+@pytest.fixture
+def fresh_server(browser, tmp_path):
+    """`with fresh_server() as url:` starts a server of this test's own (see `serve`), for what only a process that
+    has served nobody yet shows."""
+    return lambda **kwargs: serve(tmp_path, **kwargs)
 
 
 def _screenshot_name(nodeid_name: str) -> str:

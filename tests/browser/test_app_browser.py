@@ -138,6 +138,24 @@ def test_every_page_opens_from_the_navigation(page, app_url, title, url_path, wo
     assert_no_exception(page)
 
 
+def test_every_page_url_opened_first_on_a_fresh_server_is_inside_the_apps_navigation(new_page, fresh_server):
+    """A bookmark or a shared link opened before anyone has loaded /: each page in its own new browser session."""
+    addresses = [("" if path == DEFAULT_PAGE else path, words) for _, path, words in PAGES]
+    addresses.insert(0, ("results?job=0123456789abcdef", "Results"))  # a shared link is what a learner sends first
+    with fresh_server() as url:
+        for path, words in addresses:
+            page = new_page(f"_{path.split('?')[0] or DEFAULT_PAGE}")
+            page.goto(f"{url}/{path}")
+            heading(page, words).or_(page.locator('[data-testid="stException"]')).first.wait_for()
+            wait_until_idle(page)
+            assert_no_exception(page)
+            nav = page.locator('[data-testid="stSidebarNav"]')
+            expect(nav.get_by_role("link", name="Run the experiment", exact=True)).to_be_attached()
+            assert not nav.get_by_text("run experiment", exact=True).count(), f"/{path}: a sidebar of file names"
+            assert not page.get_by_text("Page not found").count(), f"/{path}: a 'Page not found' dialog"
+            assert urlparse(page.url).path == f"/{path.split('?')[0]}"
+
+
 def test_experiment_sliders_move_with_the_keyboard(page, app_url):
     open_experiment(page, app_url)
     for label in ("Epochs", "Batch size"):
