@@ -156,6 +156,21 @@ def test_every_page_url_opened_first_on_a_fresh_server_is_inside_the_apps_naviga
             assert urlparse(page.url).path == f"/{path.split('?')[0]}"
 
 
+def test_an_unexpected_error_shows_learners_one_line_and_the_server_log_the_traceback(page, fresh_server, tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text('raise RuntimeError("details only for the instructor: /srv/amp-lab/state")\n')
+    with fresh_server(script=broken) as url:
+        page.goto(url)
+        shown = page.locator('[data-testid="stException"]')
+        shown.wait_for()
+        text = shown.inner_text()
+        assert "This app has encountered an error" in text
+        assert "instructor" not in text and "RuntimeError" not in text and "broken.py" not in text
+    log = (tmp_path / "streamlit.log").read_text()
+    assert "Uncaught app execution\nTraceback (most recent call last):" in log
+    assert "RuntimeError: details only for the instructor: /srv/amp-lab/state" in log
+
+
 def test_experiment_sliders_move_with_the_keyboard(page, app_url):
     open_experiment(page, app_url)
     for label in ("Epochs", "Batch size"):
