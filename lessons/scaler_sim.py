@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lessons.underflow import FP16_MAX
+from lessons.underflow import FP16_OVERFLOW
 from trainer.errors import ConfigError
 
 MAX_SIMULATED_STEPS = 100_000
@@ -82,7 +82,7 @@ def simulate_gradients(
     settings: ScalerSettings | None = None,
     extra_inf_steps: Sequence[int] = (),
 ) -> ScalerTrace:
-    """Steps whose largest |gradient| overflows fp16 once multiplied by the current scale.
+    """Steps whose largest |gradient| overflows fp16 (reaches 65520) once multiplied by the current scale.
 
     `max_abs_grads[i]` is the largest unscaled gradient magnitude at step i+1; `extra_inf_steps` adds
     inf/NaN gradients at chosen steps whatever the scale (a bad batch, a loss spike).
@@ -90,7 +90,7 @@ def simulate_gradients(
     extra = set(extra_inf_steps)
 
     def overflows(step: int, scale: float) -> bool:
-        return step in extra or not max_abs_grads[step - 1] * scale <= FP16_MAX
+        return step in extra or not max_abs_grads[step - 1] * scale < FP16_OVERFLOW
 
     return _run(len(max_abs_grads), overflows, settings)
 

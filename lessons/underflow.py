@@ -15,6 +15,7 @@ import numpy as np
 FP16_SMALLEST_SUBNORMAL = 2.0**-24
 FP16_SMALLEST_NORMAL = 2.0**-14
 FP16_MAX = 65504.0
+FP16_OVERFLOW = 65520.0  # the midpoint to the next binade: from here on a cast to fp16 gives inf (65519 -> 65504)
 MAX_SCALE_EXPONENT = 24  # the page's slider runs over 2^0 .. 2^24
 
 

@@ -84,3 +84,12 @@ def test_parse_steps():
 def test_bad_settings_are_config_errors(settings):
     with pytest.raises(ConfigError):
         simulate([False], settings)
+
+
+def test_a_product_between_65504_and_65520_still_fits():
+    from lessons.scaler_sim import ScalerSettings, simulate_gradients
+
+    fits = simulate_gradients([65519.0 / 65536.0], ScalerSettings(init_scale=65536.0))
+    assert fits.skipped_steps == []
+    overflows = simulate_gradients([65520.0 / 65536.0], ScalerSettings(init_scale=65536.0))
+    assert overflows.skipped_steps == [1]

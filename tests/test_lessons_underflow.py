@@ -68,3 +68,11 @@ def test_accepts_a_dict_of_layers_and_refuses_bad_scales():
     assert scale_outcome(layers).underflow == 1
     with pytest.raises(ValueError):
         scale_outcome(layers, 0.0)
+
+
+def test_fp16_overflow_threshold_is_where_a_cast_gives_inf():
+    import numpy as np
+
+    from lessons.underflow import FP16_MAX, FP16_OVERFLOW
+
+    assert np.float16(FP16_OVERFLOW - 1) == FP16_MAX and np.isinf(np.float16(FP16_OVERFLOW))
