@@ -11,6 +11,7 @@ from trainer.config import RunConfig
 from trainer.errors import TrainerError
 from ui import jobs, session
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart
+from ui.widgets import next_link
 
 GRADIENT_KINDS = {
     "weight gradients": "gradients",
@@ -66,11 +67,12 @@ st.title("Underflow and loss scaling")
 st.markdown(
     """
 Gradients are often tiny: each is a sum of many small contributions, divided by the batch size. fp16's smallest
-normal number is 2^-14 (about 6e-5) and its smallest subnormal 2^-24 (about 6e-8); anything below half of that
-rounds to **zero**. A gradient that becomes zero teaches the model nothing. **Loss scaling** multiplies the loss by
+normal number is 2^-14 (about 6e-5) and its smallest subnormal 2^-24 (about 6e-8); anything at or below half of
+that rounds to **zero**. A gradient that becomes zero teaches the model nothing. **Loss scaling** multiplies the loss by
 a factor S before the backward pass; by the chain rule every gradient is multiplied by S too, which lifts the small
 ones into fp16's range. Before the optimizer step the gradients are divided by S again (in fp32). Too large an S,
-though, pushes the big gradients past 65504, where they become **inf**.
+though, pushes the big gradients to 65520 or more, which rounds to **inf** (fp16's largest number is 65504, and
+65519 still rounds down to it).
 """
 )
 
@@ -105,6 +107,12 @@ if safe:
     )
 else:
     st.markdown("Every scale up to 2^24 overflows some of these gradients: the scaler would keep backing off.")
+peaks = {label: view["largest"] for label, view in views.items()}
+first_to_overflow = max(peaks, key=peaks.get)
+st.caption(
+    f"In this capture the largest activation gradient is {peaks['activation gradients']:.3g} and the largest "
+    f"weight gradient {peaks['weight gradients']:.3g}, so as S grows the {first_to_overflow} overflow first."
+)
 
 st.subheader("GradScaler in a real amp-fp16 run")
 st.markdown(
@@ -112,7 +120,8 @@ st.markdown(
 PyTorch's `torch.amp.GradScaler` picks S for you, step by step. It starts high (65536 = 2^16 by default) on
 purpose: a scale that is too high shows itself at once, as inf or NaN in the gradients, while one that is too low
 fails silently. When a step's gradients hold an inf or NaN, the scaler **skips that optimizer step** (the weights
-do not change) and halves S. After 2000 steps in a row without one, it doubles S to probe upward again. So if the
+do not change) and multiplies S by its backoff factor (0.5: it halves). After 2000 steps in a row without one, it
+multiplies S by its growth factor (2: it doubles) to probe upward again. So if the
 first steps of a run are skipped, the scaler is searching down from its deliberately high start for a scale where
 the gradients fit; a handful of skipped steps out of thousands costs almost nothing.
 """
@@ -132,8 +141,10 @@ if runs:
         st.markdown(f"The scaler skipped **{len(skipped)}** of {result.total_steps} steps: {shown}.")
     else:
         st.markdown(
-            f"No step of these {result.total_steps} was skipped: this model's gradients fit in fp16 even at the "
-            "starting scale, and the scale stays put until 2000 good steps have passed."
+            f"No step of these {result.total_steps} was skipped: this model's largest gradient times the scale "
+            "stayed below 65520, and the scale grows only after 2000 good steps in a row"
+            + (", more than this run took, so the line is flat." if result.total_steps < 2000 else ".")
+            + " The simulator below shows the scaler at work with other settings."
         )
 else:
     st.info("No finished amp-fp16 run with a loss-scale history on this server yet.")
@@ -154,7 +165,7 @@ else:
 st.subheader("Simulate the scaler")
 st.markdown(
     "Change the scaler's settings and the gradients it meets, and watch the scale it ends up using. A step "
-    "overflows when its largest gradient times the current scale exceeds 65504."
+    "overflows when its largest gradient times the current scale reaches 65520, which rounds to inf in fp16."
 )
 left, right = st.columns(2)
 init_exponent = left.select_slider("Initial scale", options=list(range(MAX_SCALE_EXPONENT + 1)), value=16,
@@ -192,6 +203,8 @@ st.markdown(
     + f". Final scale: {trace.scales_after[-1]:,.0f}."
 )
 st.caption(
-    "After every growth interval the scaler tries a scale twice as high; if that overflows, the step is skipped "
-    "and the scale drops back. These periodic probes keep the scale as high as the gradients allow."
+    "After every growth interval the scaler tries a scale growth-factor times higher; if that overflows, the step "
+    "is skipped and the scale drops back. These periodic probes keep the scale as high as the gradients allow."
 )
+
+next_link("pages/run_experiment.py", "run the experiment")

@@ -73,6 +73,8 @@ def test_loss_scaling_page_scales_gradients_and_simulates(app):
     assert app.metric[1].value != unscaled  # scaling lifted values out of the subnormal range
     assert any("No finished amp-fp16 run" in i for i in texts(app.info))
     assert "Run a tiny amp-fp16 run" in [b.label for b in app.button]
+    assert any("overflow first" in c for c in texts(app.caption))
+    assert any("Next: run the experiment" in link.label for link in app.get("page_link"))
     # The simulator's defaults: gradients of 2, scale 2^16, growth every 100 good steps, a spike at step 250.
     trace = simulate_gradients([2.0] * 400, ScalerSettings(growth_interval=100), extra_inf_steps=[250])
     assert trace.skipped_steps[:3] == [1, 2, 103]  # 2^16 and 2^15 overflow; each regrowth to 2^15 overflows again
@@ -104,7 +106,7 @@ def test_loss_scaling_page_queues_the_tiny_run(app):
     manager = session._job_manager_for(session._settings_environment())
     job = manager.get(job_id)
     assert job.spec.runs[0].precision == "amp-fp16" and job.spec.runs[0].subset == 1024
-    assert manager.cancel(job_id, app.session_state["amp_lab_session_id"])
+    assert manager.cancel(job_id, app.session_state["amp_lab_learner"].id)
 
 
 def test_autocast_page_tables_every_mode(app):
@@ -177,4 +179,4 @@ def test_when_amp_pays_page_queues_a_sweep(app):
     job = manager.get(job_id)
     assert job.kind == "sweep" and [r.precision for r in job.spec.runs] == ["fp32", "amp-bf16"]
     assert job.spec.probe_max_batch is False
-    assert manager.cancel(job_id, app.session_state["amp_lab_session_id"])
+    assert manager.cancel(job_id, app.session_state["amp_lab_learner"].id)
