@@ -4,6 +4,7 @@ import pytest
 from ui_fixtures import lab_pair, make_result
 
 from trainer.comparison_table import comparison_table, format_bytes, lab_reference_table
+from trainer.results import MEMORY_LABELS
 
 
 def by_metric(built):
@@ -19,7 +20,7 @@ def test_the_labs_table_is_computed_from_two_runs():
     assert rows["Test accuracy"] == ["50.0%", "51.0%", "+1.0 points"]
     assert rows["Throughput (images/s after 5 warm-up steps)"][2] == "1.56x"
     assert rows["Steps skipped by the loss scaler"] == ["0", "0", ""]
-    assert "PyTorch allocated: peak allocated by PyTorch tensors (torch.cuda.max_memory_allocated)" in built.notes
+    assert f"PyTorch allocated: {MEMORY_LABELS['torch_max_allocated']}" in built.notes
 
 
 def test_columns_name_the_precisions_outside_the_usual_pair():

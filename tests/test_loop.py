@@ -40,6 +40,7 @@ def test_run_records_steps_times_and_memory(learned):
     assert result.total_time_s == pytest.approx(sum(result.epoch_times_s))
     assert result.steady_images_per_s > 0 and result.warmup_steps == 3
     assert result.peak_memory.keys() == {"process_rss_growth"}
+    assert result.resident_data_bytes == (512 + 256) * (3 * 32 * 32 * 4 + 8)  # on its own, not in the peak
     assert result.environment["device_type"] == "cpu"
     assert result.config == config.to_dict()
     assert result.loss_scale_history == [] and result.skipped_steps == 0
@@ -92,6 +93,7 @@ def test_breakdown_with_the_dataloader_and_channels_last():
     assert result.data_wait_s > 0 and result.compute_s > 0
     assert result.data_wait_s + result.compute_s <= result.total_time_s
     assert result.steady_images_per_s > 0
+    assert result.resident_data_bytes == 0
 
 
 def test_cancel_stops_the_run():

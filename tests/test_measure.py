@@ -1,11 +1,24 @@
 """Measurement helpers: on-device loss sums, steady throughput, the scale tracker and the memory monitor."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
 from trainer import host_malloc
-from trainer.measure import LossMeter, MemoryMonitor, ScaleTracker, clock, device_memory_summary, steady_throughput
+from trainer.measure import (
+    LossMeter,
+    MemoryMonitor,
+    ScaleTracker,
+    _nvml_handle,
+    _NvmlReader,
+    clock,
+    device_memory_summary,
+    steady_throughput,
+)
+
+MIB = 2**20
 
 
 def test_loss_meter_averages_since_the_last_reset():
@@ -91,3 +104,69 @@ def test_without_nvml_the_device_figure_is_left_out_with_a_warning():
     monitor = MemoryMonitor(torch.device("cuda"))
     assert monitor._start_nvml() is None
     assert len(monitor.warnings) == 1 and "pynvml failed" in monitor.warnings[0]
+
+
+class FakeNvml:
+    """The few pynvml calls the monitor makes, over a made-up machine."""
+
+    class NVMLError(Exception):
+        pass
+
+    nvmlMemory_v2 = 0x02000028
+
+    def __init__(self, uuids=("GPU-aaaa",), processes=(), used_v1=900 * MIB, used_v2=800 * MIB):
+        self.uuids, self.processes = list(uuids), list(processes)
+        self.used_v1, self.used_v2 = used_v1, used_v2
+
+    def nvmlDeviceGetCount(self):
+        return len(self.uuids)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid):
+        if uuid not in self.uuids:
+            raise self.NVMLError("Not Found")
+        return ("uuid", uuid)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return ("index", index)
+
+    def nvmlDeviceGetMemoryInfo(self, handle, version=None):
+        return SimpleNamespace(used=self.used_v2 if version == self.nvmlMemory_v2 else self.used_v1)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes]
+
+
+@pytest.mark.parametrize("nvml_uuid", ["GPU-aaaa", "MIG-aaaa"])
+def test_nvml_finds_a_whole_gpu_or_a_mig_slice_by_its_uuid(nvml_uuid):
+    assert _nvml_handle(FakeNvml([nvml_uuid]), "aaaa", 0) == ("uuid", nvml_uuid)
+
+
+def test_nvml_falls_back_to_the_index_only_where_cuda_numbers_gpus_as_nvml_does(monkeypatch):
+    nvml = FakeNvml(["GPU-xxxx", "GPU-yyyy"])
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    with pytest.raises(LookupError):
+        _nvml_handle(nvml, "aaaa", 0)  # CUDA's default order is fastest first, NVML's is the PCI bus
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    assert _nvml_handle(nvml, "aaaa", 0) == ("index", 1)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _nvml_handle(FakeNvml(["GPU-only"]), "aaaa", 0) == ("index", 0)  # one GPU: no order to get wrong
+
+
+def test_nvml_reports_this_process_and_warns_about_others():
+    nvml = FakeNvml(processes=[(100, 700 * MIB), (200, 5000 * MIB)])
+    reader = _NvmlReader(nvml, ("uuid", "GPU-aaaa"), pid=100)
+    assert reader.label == "nvml_process_used" and reader.read() == 700 * MIB
+    (warning,) = reader.warnings()
+    assert warning.startswith("1 other process(es) computed on this GPU")
+
+
+def test_nvml_without_this_process_listed_reports_the_device_from_the_v2_struct():
+    nvml = FakeNvml(processes=[(1, None)])  # another pid namespace: the one process listed is this one
+    reader = _NvmlReader(nvml, ("uuid", "GPU-aaaa"), pid=100)
+    assert reader.label == "nvml_device_used" and reader.read() == 800 * MIB  # v2: the driver's reserve left out
+    assert reader.warnings() == ["NVML does not list this process, so the nvidia-smi figure is the whole GPU's"]
+    nvml.processes.append((2, None))
+    reader.read()
+    assert "1 other process(es)" in reader.warnings()[1]

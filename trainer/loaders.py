@@ -26,6 +26,7 @@ class BatchSource:
     """An epoch's worth of batches each time it is iterated; len() is the number of batches per epoch."""
 
     kind: str = ""
+    device_bytes: int = 0  # what the source holds on the device between batches
 
     def __init__(self, num_images: int, batch_size: int, device: torch.device, channels_last: bool):
         self.num_images = num_images
@@ -116,6 +117,7 @@ class ResidentBatches(BatchSource):
         self.generator = torch.Generator().manual_seed(seed)
         self.images = _normalise(torch.from_numpy(split.images).to(device), self.memory_format)
         self.labels = torch.from_numpy(split.labels).to(device=device, dtype=torch.int64)
+        self.device_bytes = self.images.nbytes + self.labels.nbytes
 
     def __iter__(self) -> Iterator[Batch]:
         if not self.shuffle:

@@ -142,7 +142,9 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     criterion = nn.CrossEntropyLoss()
     scaler = policy.make_scaler()
 
-    memory = MemoryMonitor(device).start()
+    # The resident split is the same size in every mode: left out of the training figures, reported on its own.
+    resident_bytes = train_batches.device_bytes + test_batches.device_bytes
+    memory = MemoryMonitor(device, resident_bytes).start()
     try:
         timeline = _train_epochs(
             config, device, policy, model, optimizer, criterion, scaler, train_batches, reporter, should_cancel
@@ -156,7 +158,9 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
         accuracy = evaluate(model, test_batches, policy, on_batch=after_eval_batch)
     finally:
         peaks = memory.stop()
-    return _to_result(config, device, policy, timeline, peaks, memory.warnings, accuracy)
+    result = _to_result(config, device, policy, timeline, peaks, memory.warnings, accuracy)
+    result.resident_data_bytes = resident_bytes
+    return result
 
 
 def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, batches, reporter, should_cancel):

@@ -119,15 +119,18 @@ class _PeakSampler(threading.Thread):
 class MemoryMonitor:
     """Peak memory of one run, labelled as in results.MEMORY_LABELS.
 
-    CUDA: PyTorch's allocator peaks (reset at start) and the device's used memory as nvidia-smi sees it,
-    sampled through pynvml. CPU: the peak growth of this process's resident memory over its value at start,
-    from the kernel's own high-water mark (reset at start) where Linux allows it, else sampled.
+    CUDA: PyTorch's allocator peaks (reset at start) less the resident loader's data (`resident_bytes`, the same
+    in every mode), and this process's GPU memory as nvidia-smi lists it, sampled through pynvml. CPU: the peak
+    growth of this process's resident memory over its value at start (after the data was loaded), from the
+    kernel's own high-water mark (reset at start) where Linux allows it, else sampled.
     """
 
-    def __init__(self, device: torch.device):
+    def __init__(self, device: torch.device, resident_bytes: int = 0):
         self.device = device
+        self.resident_bytes = resident_bytes
         self.warnings: list[str] = []
         self._nvml: _PeakSampler | None = None
+        self._nvml_reader: _NvmlReader | None = None
         self._rss: _PeakSampler | None = None
         self._rss_start = 0
 
@@ -153,11 +156,12 @@ class MemoryMonitor:
             return {"process_rss_growth": max(0, peak - self._rss_start)}
         torch.cuda.synchronize(self.device)
         peaks = {
-            "torch_max_allocated": int(torch.cuda.max_memory_allocated(self.device)),
-            "torch_max_reserved": int(torch.cuda.max_memory_reserved(self.device)),
+            "torch_max_allocated": max(0, int(torch.cuda.max_memory_allocated(self.device)) - self.resident_bytes),
+            "torch_max_reserved": max(0, int(torch.cuda.max_memory_reserved(self.device)) - self.resident_bytes),
         }
         if self._nvml is not None:
-            peaks["nvml_device_used"] = int(self._nvml.stop())
+            peaks[self._nvml_reader.label] = int(self._nvml.stop())
+            self.warnings.extend(self._nvml_reader.warnings())
             self._nvml = None
         return peaks
 
@@ -166,13 +170,60 @@ class MemoryMonitor:
             import pynvml
 
             pynvml.nvmlInit()
-            handle = _nvml_handle(pynvml, self.device)
-            sampler = _PeakSampler(lambda: pynvml.nvmlDeviceGetMemoryInfo(handle).used, NVML_INTERVAL_S)
+            index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+            handle = _nvml_handle(pynvml, str(torch.cuda.get_device_properties(index).uuid), index)
+            self._nvml_reader = _NvmlReader(pynvml, handle, os.getpid())
+            sampler = _PeakSampler(self._nvml_reader.read, NVML_INTERVAL_S)
         except Exception as exc:  # pynvml raises its own error types, and a missing driver library is an OSError
             self.warnings.append(f"device memory as nvidia-smi sees it is not reported: pynvml failed ({exc})")
             return None
         sampler.start()
         return sampler
+
+
+class _NvmlReader:
+    """GPU memory as nvidia-smi sees it: this process's own use where NVML lists the process (the CUDA context
+    included), else the whole device's (v2: without the driver's reserve). Notes other compute processes."""
+
+    def __init__(self, pynvml, handle, pid: int):
+        self._pynvml, self._handle, self._pid = pynvml, handle, pid
+        self._seen: set[int] = set()
+        self.per_process = self._own_use(self._processes()) is not None
+        self.label = "nvml_process_used" if self.per_process else "nvml_device_used"
+
+    def read(self) -> int:
+        processes = self._processes()
+        if self.per_process:
+            return self._own_use(processes) or 0
+        version = getattr(self._pynvml, "nvmlMemory_v2", None)
+        if version is None:
+            return self._pynvml.nvmlDeviceGetMemoryInfo(self._handle).used
+        return self._pynvml.nvmlDeviceGetMemoryInfo(self._handle, version=version).used
+
+    def warnings(self) -> list[str]:
+        # Without our own pid in the list (another pid namespace, e.g. a container) one of the pids is us.
+        others = len(self._seen - {self._pid}) if self.per_process else max(0, len(self._seen) - 1)
+        notes = []
+        if not self.per_process:
+            notes.append("NVML does not list this process, so the nvidia-smi figure is the whole GPU's")
+        if others:
+            notes.append(
+                f"{others} other process(es) computed on this GPU during the run: its timings may be slower than "
+                "alone, and device-wide memory figures include them"
+            )
+        return notes
+
+    def _processes(self) -> list:
+        try:
+            processes = self._pynvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
+        except self._pynvml.NVMLError:
+            return []
+        self._seen.update(process.pid for process in processes)
+        return processes
+
+    def _own_use(self, processes) -> int | None:
+        used = [p.usedGpuMemory for p in processes if p.pid == self._pid and p.usedGpuMemory is not None]
+        return sum(used) if used else None
 
 
 def _reset_kernel_rss_peak() -> bool:
@@ -198,15 +249,20 @@ def _kernel_rss_peak() -> int:
     return 0
 
 
-def _nvml_handle(pynvml, device: torch.device):
-    """The NVML handle of the GPU this run uses. CUDA and NVML may number GPUs differently, so match by UUID,
-    falling back to the index as CUDA_VISIBLE_DEVICES maps it."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    try:
-        uuid = str(torch.cuda.get_device_properties(index).uuid)
-        return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}")
-    except Exception:  # older drivers or MIG slices: NVML's own error types
-        return pynvml.nvmlDeviceGetHandleByIndex(_physical_index(index))
+def _nvml_handle(pynvml, cuda_uuid: str, cuda_index: int):
+    """The NVML handle of CUDA device `cuda_index`. CUDA and NVML may number GPUs differently, so match by UUID
+    (NVML spells a whole GPU's "GPU-..." and a MIG slice's "MIG-..."), falling back to the index only where the
+    two numberings agree."""
+    prefixed = cuda_uuid.startswith(("GPU-", "MIG-"))
+    for name in [cuda_uuid] if prefixed else [f"GPU-{cuda_uuid}", f"MIG-{cuda_uuid}"]:
+        try:
+            return pynvml.nvmlDeviceGetHandleByUUID(name)
+        except pynvml.NVMLError:
+            pass
+    # NVML numbers GPUs in PCI bus order; CUDA does so only when CUDA_DEVICE_ORDER says so (default: fastest first).
+    if os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or pynvml.nvmlDeviceGetCount() == 1:
+        return pynvml.nvmlDeviceGetHandleByIndex(_physical_index(cuda_index))
+    raise LookupError(f"NVML has no GPU with CUDA device {cuda_index}'s UUID, and the two number GPUs differently")
 
 
 def _physical_index(index: int) -> int:

@@ -18,9 +18,14 @@ LAB_REFERENCE = {
 
 # Labels of the memory figures, so that every page and table names them the same way.
 MEMORY_LABELS = {
-    "torch_max_allocated": "peak allocated by PyTorch tensors (torch.cuda.max_memory_allocated)",
-    "torch_max_reserved": "peak reserved by PyTorch's caching allocator (torch.cuda.max_memory_reserved)",
-    "nvml_device_used": "peak device memory in use, as nvidia-smi reports it (pynvml, sampled)",
+    "torch_max_allocated": "peak allocated by PyTorch tensors (torch.cuda.max_memory_allocated), resident data "
+    "left out",
+    "torch_max_reserved": "peak reserved by PyTorch's caching allocator (torch.cuda.max_memory_reserved), "
+    "resident data left out",
+    "nvml_process_used": "peak GPU memory of this run's process as nvidia-smi lists it, CUDA context included "
+    "(pynvml, sampled)",
+    "nvml_device_used": "peak memory in use on the whole GPU, every process's, as nvidia-smi reports it "
+    "(pynvml, sampled)",
     "process_rss_growth": "peak growth of the process's resident memory during training (CPU)",
 }
 
@@ -50,6 +55,7 @@ class RunResult:
     data_wait_s: float | None = None  # only with config.breakdown
     compute_s: float | None = None  # only with config.breakdown
     started_at: str = ""  # ISO time, UTC
+    resident_data_bytes: int = 0  # the resident loader's images and labels on the device; not in peak_memory
 
     def to_dict(self) -> dict:
         return asdict(self)
