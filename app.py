@@ -1,8 +1,11 @@
-"""AMP Lab: navigation only. Every page lives in pages/, every computation in trainer/."""
+"""AMP Lab: navigation only (and who the learner is, in the sidebar of every page). Every page lives in pages/."""
 
 import streamlit as st
 
+from ui import session
+
 st.set_page_config(page_title="AMP Lab", page_icon="⚡", layout="wide")
+session.learner_panel()  # first, so that sign-in (when configured) comes before any page
 
 navigation = st.navigation(
     {

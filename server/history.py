@@ -94,7 +94,7 @@ class HistoryStore:
                 f"cannot create the state folder {self.path.parent} ({err.strerror}); "
                 "set AMP_LAB_STATE_DIR to a writable folder"
             ) from None
-        with self._connect() as db:
+        with self.connect() as db:
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
@@ -107,7 +107,7 @@ class HistoryStore:
         self.journal_mode = mode
 
     @contextmanager
-    def _connect(self) -> Iterator[sqlite3.Connection]:
+    def connect(self) -> Iterator[sqlite3.Connection]:
         """A connection for one call: committed on success, rolled back on error, always closed."""
         db = None
         try:
@@ -147,7 +147,7 @@ class HistoryStore:
             "finished_at": job.finished_at,
         }
         runs = list(_run_rows(job, data["outcomes"]))
-        with self._connect() as db:
+        with self.connect() as db:
             db.execute(
                 f"INSERT OR REPLACE INTO jobs ({', '.join(row)}) VALUES ({', '.join(':' + k for k in row)})", row
             )
@@ -158,7 +158,7 @@ class HistoryStore:
                 )
 
     def get_job(self, job_id: str) -> "JobView | None":
-        with self._connect() as db:
+        with self.connect() as db:
             row = db.execute("SELECT * FROM jobs WHERE id = ?", (job_id,)).fetchone()
         if row is None:
             return None
@@ -190,7 +190,7 @@ class HistoryStore:
             where.append("instr(lower(label), ?) > 0")
             params.append(text.lower())
         clause = f"WHERE {' AND '.join(where)}" if where else ""
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute(
                 f"SELECT * FROM jobs {clause} ORDER BY created_at DESC, rowid DESC LIMIT ?",
                 (*params, _row_limit(limit)),
@@ -207,7 +207,7 @@ class HistoryStore:
     ) -> list[tuple[str, int, RunResult]]:
         """Successful runs across all jobs, newest first, as (job id, run index, result)."""
         clause, params = _run_filters(precision, device_type, loader, width)
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute(
                 f"SELECT job_id, run_index, result FROM runs {clause} "
                 "ORDER BY created_at DESC, run_index DESC LIMIT ?",
@@ -220,7 +220,7 @@ class HistoryStore:
     ) -> list[RunTiming]:
         """Timing figures of recent successful runs of one kind, newest first (for estimates)."""
         clause, params = _run_filters(precision, device_type, loader, width, data)
-        with self._connect() as db:
+        with self.connect() as db:
             rows = db.execute(
                 "SELECT batch_size, epochs, train_images, total_time_s, steady_images_per_s, wall_s "
                 f"FROM runs {clause} ORDER BY created_at DESC LIMIT ?",
@@ -240,7 +240,7 @@ class HistoryStore:
         """At start-up: jobs left queued or running by a previous process become failed; return how many.
 
         This assumes one job manager per state folder, which is how the app runs (one server process)."""
-        with self._connect() as db:
+        with self.connect() as db:
             cursor = db.execute(
                 "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE status IN ('queued', 'running')",
                 (reason, time.time()),

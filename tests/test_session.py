@@ -1,4 +1,5 @@
-"""Session glue: one job manager per settings, a stable session id, and refusing bad values with a message."""
+"""Session glue: one job manager per settings, the same learner across reruns, reloads and links, and
+refusing bad values with a message."""
 
 import pytest
 import streamlit as st
@@ -19,7 +20,7 @@ def checked_script():
     session.apply_query_params([epochs])
     session.checked_state(epochs)
     st.select_slider("Epochs", epochs.allowed, key=epochs.key)
-    st.write(f"session id {session.session_id()}")
+    st.write(f"learner {session.learner_id()}")
 
 
 def test_a_bad_value_in_session_state_is_refused_with_a_message():
@@ -48,11 +49,28 @@ def test_query_params_preset_a_value_once_and_refuse_bad_ones():
     assert bad.select_slider(key="run_epochs").value == 5
 
 
-def test_the_session_id_stays_the_same_across_reruns():
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def test_the_learner_stays_the_same_across_reruns_and_a_new_browser_is_another(state_dir):
     at = AppTest.from_function(checked_script, default_timeout=60).run()
     first = at.markdown[0].value
     assert first == at.run().markdown[0].value
     assert first != AppTest.from_function(checked_script, default_timeout=60).run().markdown[0].value
+
+
+def test_a_private_link_opens_the_same_learner_and_a_forged_one_does_not(state_dir):
+    at = AppTest.from_function(checked_script, default_timeout=60).run()
+    me, token = at.session_state["amp_lab_learner"], at.session_state["amp_lab_learner_token"]
+    linked = AppTest.from_function(checked_script, default_timeout=60)
+    linked.query_params["learner"] = token
+    assert linked.run().markdown[0].value == f"learner {me.id}"
+    forged = AppTest.from_function(checked_script, default_timeout=60)
+    forged.query_params["learner"] = token[:-2] + "xx"
+    assert forged.run().markdown[0].value != f"learner {me.id}"
 
 
 def manager_script():

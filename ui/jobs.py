@@ -17,7 +17,7 @@ def submit(spec: JobSpec, remember_as: str | None = None) -> str | None:
     """Queue `spec` for this learner; a refusal is one error line and None. `remember_as` keeps the job's id in
     the session state under that key, for the page that follows it."""
     try:
-        job_id = session.get_job_manager().submit(session.session_id(), spec)
+        job_id = session.get_job_manager().submit(session.learner_id(), spec)
     except TrainerError as err:
         st.error(str(err))
         return None
@@ -37,7 +37,7 @@ def forget(key: str) -> None:
 
 
 def is_mine(job: JobView) -> bool:
-    return job.session_id == session.session_id()
+    return job.session_id == session.learner_id()
 
 
 def mine_then_class(
@@ -81,4 +81,4 @@ def follow(job_id: str) -> None:
         if done == total and job.spec.probe_max_batch:
             st.caption("Searching the largest batch that fits in GPU memory...")
     if is_mine(job) and not job.cancel_requested and st.button("Cancel", key=f"cancel-{job.id}"):
-        manager.cancel(job.id, session.session_id())
+        manager.cancel(job.id, session.learner_id())

@@ -1,15 +1,15 @@
-"""What every page shares: the server's settings, its one job manager, this browser session's id, the hardware,
+"""What every page shares: the server's settings, its one job manager, this learner, the hardware,
 and careful reading of values that arrive through session state or the address bar."""
 
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Callable, Sequence
 
 import streamlit as st
 
 from server.history import HistoryStore
+from server.identity import MAX_NAME_CHARS, Learner, LearnerStore
 from server.jobs import JobManager
 from server.records import JobView
 from server.settings import Settings
@@ -17,8 +17,8 @@ from trainer.child_process import ChildProcessError, run_python_json
 from trainer.environment import HardwareReport, hardware_report
 from trainer.errors import TrainerError
 from ui.choices import Choice, accepts, refusal
+from ui.identity import LINK_PARAM, current_learner, private_link_token, rename
 
-SESSION_ID_KEY = "amp_lab_session_id"
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
 _HARDWARE_CHILD = (
     "import json; from trainer.environment import hardware_report; "
@@ -79,16 +79,44 @@ def get_history() -> HistoryStore:
     return get_job_manager().store
 
 
-def session_id() -> str:
-    """A random id for this browser session; jobs belong to it, and only it may cancel them."""
-    if SESSION_ID_KEY not in st.session_state:
-        st.session_state[SESSION_ID_KEY] = uuid.uuid4().hex
-    return st.session_state[SESSION_ID_KEY]
+@st.cache_resource(show_spinner=False)
+def _learners_for(environment: tuple[tuple[str, str], ...]) -> LearnerStore:
+    return LearnerStore(_job_manager_for(environment).store)
+
+
+def get_learners() -> LearnerStore:
+    """Every learner of this server: ids, display names, and the hashes of their browsers' tokens."""
+    return _or_stop(lambda: _learners_for(_settings_environment()))
+
+
+def learner() -> Learner:
+    """Who uses this page: the same learner after a reload, in a second tab, or back the next day."""
+    return current_learner(get_learners())
+
+
+def learner_id() -> str:
+    """The public id of this learner: their jobs belong to it, and only they may cancel them."""
+    return learner().id
 
 
 def my_jobs() -> list[JobView]:
-    """This session's jobs, oldest first, live or from the history."""
-    return get_job_manager().jobs_for_session(session_id())
+    """This learner's jobs, oldest first, live or from the history."""
+    return get_job_manager().jobs_for_session(learner_id())
+
+
+def learner_panel() -> None:
+    """In the sidebar: who this learner is, a way to change the name, and their private bookmark link."""
+    me = learner()
+    with st.sidebar:
+        st.caption(f"You are **{me.display_name}**")
+        with st.popover("Change name or bookmark"):
+            name = st.text_input("Display name", value=me.display_name, max_chars=MAX_NAME_CHARS)
+            if name != me.display_name and rename(get_learners(), me, name):
+                st.rerun()
+            token = private_link_token()
+            if token:
+                st.caption("Your private link: it opens AMP Lab as you on any browser. Keep it to yourself.")
+                st.code(f"?{LINK_PARAM}={token}", language=None)
 
 
 def hardware() -> HardwareReport:

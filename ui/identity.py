@@ -1,0 +1,75 @@
+"""This learner, the same across reloads, tabs and reconnects: from the instructor's sign-in (OpenID Connect via
+`st.login`) when `.streamlit/secrets.toml` configures one, else from a private token the browser keeps in a
+cookie (or a bookmarked link carries in `?learner=`)."""
+
+from __future__ import annotations
+
+import json
+
+import streamlit as st
+from streamlit.errors import StreamlitSecretNotFoundError
+
+from server.identity import Learner, LearnerStore
+from trainer.errors import ConfigError
+
+COOKIE = "amp_lab_learner"
+LINK_PARAM = "learner"
+COOKIE_MAX_AGE_S = 180 * 24 * 3600  # a course's length: a learner comes back next week as themselves
+LEARNER_KEY = "amp_lab_learner"
+
+
+def sign_in_configured() -> bool:
+    """True when the instructor set up an identity provider ([auth] in .streamlit/secrets.toml)."""
+    try:
+        return "auth" in st.secrets
+    except (FileNotFoundError, StreamlitSecretNotFoundError):
+        return False
+
+
+def current_learner(store: LearnerStore) -> Learner:
+    """Who is using this page; the first visit of a browser creates a learner with a generated name."""
+    if sign_in_configured():
+        return _signed_in(store)
+    learner = st.session_state.get(LEARNER_KEY)
+    if learner is not None:
+        return learner
+    token = st.query_params.get(LINK_PARAM) or st.context.cookies.get(COOKIE)
+    learner = store.by_token(token)
+    if learner is None:
+        learner, token = store.create()
+    _keep_in_browser(token)  # also when it came from a link, so that later visits need no link
+    st.session_state[LEARNER_KEY] = learner
+    st.session_state[f"{LEARNER_KEY}_token"] = token
+    return learner
+
+
+def private_link_token() -> str | None:
+    """This browser's own token, for the learner's bookmark link (shown to them only)."""
+    return st.session_state.get(f"{LEARNER_KEY}_token")
+
+
+def rename(store: LearnerStore, learner: Learner, name: str) -> Learner | None:
+    """Change this learner's display name; a bad name is one error line and None."""
+    try:
+        renamed = store.rename(learner.id, name)
+    except ConfigError as err:
+        st.error(str(err))
+        return None
+    st.session_state[LEARNER_KEY] = renamed
+    return renamed
+
+
+def _signed_in(store: LearnerStore) -> Learner:
+    if not st.user.is_logged_in:
+        st.title("AMP Lab")
+        st.info("This class's server asks you to sign in, so that your jobs and results stay yours.")
+        st.button("Sign in", on_click=st.login, type="primary")
+        st.stop()
+    subject = f"{st.user.get('iss', '')}|{st.user.get('sub') or st.user.get('email')}"
+    return store.signed_in(subject, st.user.get("name") or st.user.get("email") or "")
+
+
+def _keep_in_browser(token: str) -> None:
+    # Streamlit has no API to set a cookie; a line of JavaScript does it, for this site's path only.
+    cookie = f"{COOKIE}={token}; path=/; max-age={COOKIE_MAX_AGE_S}; SameSite=Strict"
+    st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
