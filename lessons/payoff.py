@@ -12,6 +12,8 @@ from trainer.results import RunResult
 
 SWEEP_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
 DEFAULT_STEPS_PER_RUN = 20
+# Each point trains whole extra epochs until this many seconds are timed: a few steps on a fast GPU are milliseconds.
+SWEEP_MIN_STEADY_S = 1.5
 # Below this ratio of images/s the difference is within what run-to-run noise does on a shared machine.
 PAYS_OFF_SPEEDUP = 1.05
 # Memory figures in order of preference for the sweep's chart: what PyTorch allocated on a GPU, else the CPU's.
@@ -103,9 +105,15 @@ def plan_sweep(
                     warmup_steps=warmup,
                     log_every=steps_per_run,
                     breakdown=False,  # per-step syncs would distort the throughput we compare
+                    min_steady_s=SWEEP_MIN_STEADY_S,
                 )
                 plan.append(config.validate())
     return plan
+
+
+def sweep_modes(offered: Sequence[str]) -> tuple[str, ...]:
+    """Of the modes a page offers for comparison with fp32, those a sweep runs (the AMP modes, not tf32)."""
+    return tuple(mode for mode in offered if mode in AMP_PRECISIONS)
 
 
 def summarize_sweep(outcomes: Iterable) -> list[SweepRow]:

@@ -11,6 +11,7 @@ from lessons.payoff import (
     plan_sweep,
     summarize_breakdown,
     summarize_sweep,
+    sweep_modes,
     verdict,
 )
 from server.batch_probe import PROBE_CEILING
@@ -148,7 +149,8 @@ st.markdown(
 )
 batches = [b for b in SWEEP_BATCH_SIZES if b <= settings.max_batch_size] or [SWEEP_BATCH_SIZES[0]]
 left, right = st.columns(2)
-amp_mode = left.selectbox("AMP mode", offered, index=offered.index(default_amp(report, offered)), key="sweep_amp")
+swept = sweep_modes(offered)  # tf32 is offered for comparisons, but a sweep pits fp32 against an AMP mode
+amp_mode = left.selectbox("AMP mode", swept, index=swept.index(default_amp(report, swept)), key="sweep_amp")
 chosen_batches = left.multiselect("Batch sizes", batches, default=[b for b in (64, 256, 1024) if b in batches][:3]
                                   or batches[:1], key="sweep_batches")
 chosen_widths = right.multiselect("Model widths", WIDTH_CHOICES, default=[1], key="sweep_widths")

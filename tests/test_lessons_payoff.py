@@ -1,15 +1,18 @@
 import pytest
 
 from lessons.payoff import (
+    SWEEP_MIN_STEADY_S,
     BreakdownRow,
     breakdown_sentence,
     plan_breakdown,
     plan_sweep,
     summarize_breakdown,
     summarize_sweep,
+    sweep_modes,
     verdict,
 )
 from trainer.config import RunConfig
+from trainer.environment import HardwareReport
 from trainer.errors import ConfigError
 from trainer.isolated import RunOutcome
 from trainer.loop import run_training
@@ -32,6 +35,7 @@ def test_plan_alternates_precisions_and_sizes_runs():
         (2, 64, "fp32"), (2, 64, "amp-bf16"), (2, 256, "fp32"), (2, 256, "amp-bf16"),
     ]
     assert all(c.epochs == 1 and c.subset == 10 * c.batch_size and not c.breakdown for c in plan)
+    assert all(c.min_steady_s == SWEEP_MIN_STEADY_S for c in plan)  # whole epochs added until that long
     assert all(c.loader == "resident" and c.data == "synthetic" for c in plan)
 
 
@@ -94,8 +98,9 @@ def test_verdict_everywhere_per_width_and_mixed():
 
 def test_a_real_tiny_sweep_through_the_trainer():
     plan = plan_sweep(TINY, [32, 64], amp_mode="amp-bf16", steps_per_run=2)
-    plan = [RunConfig.from_dict({**c.to_dict(), "subset": 128, "test_subset": 32}) for c in plan]
+    plan = [RunConfig.from_dict({**c.to_dict(), "subset": 128, "test_subset": 32, "min_steady_s": 0.3}) for c in plan]
     results = [run_training(config) for config in plan]
+    assert all(sum(r.epoch_times_s) >= 0.3 for r in results)
     rows = summarize_sweep(results)
     assert [(r.precision, r.batch_size) for r in rows] == [
         ("fp32", 32), ("amp-bf16", 32), ("fp32", 64), ("amp-bf16", 64)
@@ -123,3 +128,15 @@ def test_breakdown_sentence_names_the_bound():
     assert "With the resident loader, 2%" in text and "compute bounds this run" in text
     assert "2.50x the DataLoader's images/s" in text
     assert summarize_breakdown([result("fp32", 64, 1.0)]) == []  # no breakdown recorded
+
+
+def test_the_sweep_offers_only_the_modes_it_runs_on_a_tf32_gpu():
+    from ui.experiment import amp_modes
+
+    hopper = HardwareReport("a GPU", "cuda", tensor_cores=True, native_bf16=True, cpu_bf16=False, cpu_amx=False,
+                            cpu_fp16=False, recommended_amp="amp-bf16", expected_gain="", compute_capability="9.0")
+    offered, _ = amp_modes(hopper)
+    assert "tf32" in offered  # the comparison page offers it
+    assert sweep_modes(offered) == ("amp-fp16", "amp-bf16")
+    for mode in sweep_modes(offered):
+        plan_sweep(TINY, [64], amp_mode=mode)

@@ -1,6 +1,7 @@
 """The training loop on tiny synthetic runs: learning, measurement records, progress, cancel and errors."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -176,3 +177,29 @@ def test_resolve_device():
 def test_tf32_on_cpu_is_refused_before_any_work():
     with pytest.raises(UnsupportedModeError):
         run_training(RunConfig(precision="tf32", **TINY))
+
+
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")),
+])
+def test_partial_batches_are_left_out_of_the_steady_throughput(monkeypatch, device):
+    real_step = loop.train_step
+
+    def slow_partial_batch(model, images, *args):
+        if images.shape[0] < 32:
+            time.sleep(0.3)  # as a new shape's one-off work (cuDNN's algorithm search) would
+        return real_step(model, images, *args)
+
+    monkeypatch.setattr(loop, "train_step", slow_partial_batch)
+    config = RunConfig(epochs=2, batch_size=32, subset=72, warmup_steps=0, cudnn_benchmark=True,
+                       **{**TINY, "device": device})  # batches of 32, 32 and 8 in each epoch
+    result = run_training(config)
+    assert result.total_steps == 6 and result.train_images == 72
+    assert result.steady_images_per_s > 3 * result.images_per_s  # the 0.6 s of partial batches are not in it
+
+
+def test_a_minimum_steady_time_adds_whole_epochs():
+    config = RunConfig(epochs=1, batch_size=32, subset=64, warmup_steps=1, min_steady_s=0.5, **TINY)
+    result = run_training(config)
+    assert len(result.epoch_times_s) > 1 and result.total_steps == 2 * len(result.epoch_times_s)
+    assert sum(result.epoch_times_s) >= 0.5 and result.train_images == 64

@@ -17,6 +17,7 @@ DEVICES = ("auto", "cpu", "cuda")
 # Hard ceilings that keep a typo from hanging the machine; an instructor's limits are stricter.
 MAX_EPOCHS = 1000
 MAX_BATCH_SIZE = 65536
+MAX_MIN_STEADY_S = 60
 
 
 @dataclass
@@ -43,6 +44,7 @@ class RunConfig:
     warmup_steps: int = 5  # first steps left out of the steady-state throughput
     breakdown: bool = False  # time data waiting vs compute (adds one sync per step on CUDA)
     tune_host_malloc: bool = True  # CPU runs: reuse freed host memory instead of fresh pages (trainer/host_malloc.py)
+    min_steady_s: float = 0.0  # add whole epochs until the steady window lasts this long (sweeps on fast GPUs)
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError with one clear line for the first bad value; return self."""
@@ -61,6 +63,10 @@ class RunConfig:
             _int_range("subset", self.subset, 1, 10_000_000)
         if self.test_subset is not None:
             _int_range("test_subset", self.test_subset, 1, 10_000_000)
+        if isinstance(self.min_steady_s, bool) or not isinstance(self.min_steady_s, (int, float)) or not (
+            0 <= self.min_steady_s <= MAX_MIN_STEADY_S
+        ):
+            raise ConfigError(f"min_steady_s must be 0 to {MAX_MIN_STEADY_S} seconds, got {self.min_steady_s!r}")
         if not (0 < self.lr < 10):
             raise ConfigError(f"learning rate must be between 0 and 10, got {self.lr}")
         if not (0 <= self.momentum < 1):

@@ -15,7 +15,7 @@ from torch import nn
 
 from trainer import host_malloc
 from trainer.capabilities import resolve_device
-from trainer.config import RunConfig
+from trainer.config import MAX_EPOCHS, RunConfig
 from trainer.datasets import load_split
 from trainer.environment import capture_environment
 from trainer.errors import CancelledError, OutOfMemoryError, is_out_of_memory
@@ -131,6 +131,8 @@ class _Timeline:
     scale: ScaleTracker | None = None  # loss-scale history and skipped steps (empty without a scaler)
     data_wait_s: float = 0.0
     compute_s: float = 0.0
+    partial_s: float = 0.0  # partial batches after warm-up: their time and images are left out of steady
+    partial_images: int = 0
 
 
 def _measured_run(config, device, policy, train_split: ImageSplit, test_split: ImageSplit, reporter, should_cancel):
@@ -165,7 +167,8 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
 
 def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, batches, reporter, should_cancel):
     """The timed part. Clock reads (each after a device sync) happen only at the first batch, the end of
-    warm-up, log points, epoch ends and the end, unless config.breakdown asks for two per step."""
+    warm-up, around an epoch's last, partial batch, log points, epoch ends and the end, unless config.breakdown
+    asks for two per step. With config.min_steady_s, whole epochs are added until the steady window is that long."""
     tl = _Timeline(scale=ScaleTracker(scaler))
     reporter.start_training(len(batches))
     window, epoch_meter = LossMeter(device), LossMeter(device)
@@ -173,7 +176,9 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
     tl.t_start = epoch_start = clock(device)
     if config.warmup_steps == 0:
         tl.t_warm = tl.t_start
-    for epoch in range(1, config.epochs + 1):
+    epoch = 0
+    while epoch < config.epochs or (epoch < MAX_EPOCHS and _steady_s(tl, epoch_start) < config.min_steady_s):
+        epoch += 1
         window.reset()  # like the lab, each epoch starts a fresh running loss
         step = 0
         batch_iter = iter(batches)
@@ -185,7 +190,13 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
                 break
             _check_cancel(should_cancel)
             t_got = clock(device) if config.breakdown else 0.0
+            # A smaller last batch is a new shape (cuDNN selects algorithms for it): timed apart, left out of steady.
+            partial = images.shape[0] < config.batch_size and tl.t_warm is not None
+            t_partial = clock(device) if partial else 0.0
             loss = train_step(model, images, labels, optimizer, criterion, policy, scaler)
+            if partial:
+                tl.partial_s += clock(device) - t_partial
+                tl.partial_images += images.shape[0]
             if config.breakdown:
                 tl.compute_s += clock(device) - t_got
                 tl.data_wait_s += t_got - t_ask
@@ -223,7 +234,7 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         )
     steady = None
     if tl.t_warm is not None:
-        steady = steady_throughput(tl.images - tl.images_at_warm, tl.t_end - tl.t_warm)
+        steady = steady_throughput(tl.images - tl.images_at_warm - tl.partial_images, _steady_s(tl, tl.t_end))
     if steady is None:
         warnings.append(
             f"all {tl.steps} steps fell within the {config.warmup_steps} warm-up steps, so no steady "
@@ -243,7 +254,7 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         warnings=warnings,
         warmup_steps=config.warmup_steps,
         total_steps=tl.steps,
-        train_images=tl.images // config.epochs,
+        train_images=tl.images // len(tl.epoch_times),
         images_per_s=tl.images / total if total > 0 else None,
         epoch_losses=tl.epoch_losses,
         loss_scale_history=tl.scale.history,
@@ -251,6 +262,11 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         data_wait_s=tl.data_wait_s if config.breakdown else None,
         compute_s=tl.compute_s if config.breakdown else None,
     )
+
+
+def _steady_s(tl: _Timeline, now: float) -> float:
+    """Seconds of steady training up to `now`: after warm-up, partial batches left out (0 during warm-up)."""
+    return 0.0 if tl.t_warm is None else now - tl.t_warm - tl.partial_s
 
 
 def _check_cancel(should_cancel: Callable[[], bool] | None) -> None:
