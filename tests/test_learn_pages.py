@@ -18,6 +18,7 @@ from trainer.isolated import RunOutcome
 
 @pytest.fixture(autouse=True)
 def jobs_on_the_cpu(monkeypatch):
+    """Pinned, so that the CPU captions and probe_max_batch=False hold on a GPU machine too (auto would be cuda)."""
     monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
 
 def save_finished_job(state_dir: Path, kind: str, label: str, results, session: str = "another-learner") -> str:
