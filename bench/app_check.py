@@ -1,0 +1,119 @@
+"""Step 6 of the GPU kit, in a fresh process: the class-server path end to end on one device.
+
+A comparison (fp32 against an AMP mode) is submitted to the app's job manager (`server.jobs.JobManager`, as the Run
+page does), runs as the server runs it (each run in its own process), and the Results page is then rendered on
+it with Streamlit's AppTest through `app.py`'s navigation. Prints one JSON line: the job, its runs, the page.
+
+    python -m bench.app_check --device cuda --state-dir DIR [--amp amp-fp16] [--subset N] [--epochs E]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+APP = REPO_ROOT / "app.py"
+RESULTS_PAGE = "pages/results.py"
+
+
+def run_comparison(device: str, amp: str, subset: int, epochs: int, deadline: float) -> dict:
+    """Submit one compare job to a JobManager on the instructor's settings (from AMP_LAB_*) and wait for it."""
+    from server.jobs import JobManager
+    from server.records import JobSpec
+    from server.settings import Settings
+    from trainer.config import RunConfig
+
+    settings = Settings.from_env()
+    manager = JobManager(settings)
+    try:
+        common = {"data": "synthetic", "epochs": epochs, "subset": subset, "test_subset": min(subset, 1000),
+                  "device": device, "loader": "resident", "num_workers": 0}
+        spec = JobSpec("compare", [RunConfig(precision="fp32", **common), RunConfig(precision=amp, **common)],
+                       label=f"gpu-check: fp32 vs {amp}")
+        job_id = manager.submit("gpu-check", spec)
+        view = manager.get(job_id)
+        while not view.finished and time.monotonic() < deadline:
+            time.sleep(0.2)
+            view = manager.get(job_id)
+        if not view.finished:
+            manager.cancel(job_id, "gpu-check")
+    finally:
+        manager.shutdown(wait=True, timeout=30)
+    view = manager.get(job_id)
+    return {
+        "job_id": job_id,
+        "status": view.status,
+        "error": view.error,
+        "device_type": view.extras.get("device_type"),
+        "run_wall_s": view.extras.get("run_wall_s"),
+        "runs": [
+            {
+                "precision": result.precision,
+                "device_name": result.environment.get("device_name"),
+                "total_time_s": result.total_time_s,
+                "steady_images_per_s": result.steady_images_per_s,
+                "peak_memory": result.peak_memory,
+                "test_accuracy": result.test_accuracy,
+                "total_steps": result.total_steps,
+                "train_images": result.train_images,
+                "skipped_steps": result.skipped_steps,
+                "warnings": result.warnings,
+            }
+            for result in view.results
+        ],
+    }
+
+
+def render_results_page(job_id: str) -> dict:
+    """The Results page for `job_id` through the app's navigation, as AppTest sees it."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=120)
+    at.run()
+    at.query_params["job"] = job_id
+    at.switch_page(RESULTS_PAGE).run()
+    tables = [table.value for table in at.table]
+    return {
+        "exceptions": [str(e.value) for e in at.exception],
+        "errors": [e.value for e in at.error],
+        "selected_job": at.selectbox[0].value if at.selectbox else None,
+        "captions": [c.value for c in at.caption],
+        "lab_table": tables[0].to_dict(orient="records") if tables else None,
+        "charts": len(at.get("vega_lite_chart")),
+        "downloads": [d.label for d in at.get("download_button")],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.app_check", description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="the device the server runs on")
+    parser.add_argument("--state-dir", required=True, help="an empty folder for the job history")
+    parser.add_argument("--amp", default="amp-fp16", help="the AMP mode compared with fp32")
+    parser.add_argument("--subset", type=int, default=10240, help="training images per run")
+    parser.add_argument("--epochs", type=int, default=1, help="epochs per run")
+    parser.add_argument("--timeout", type=float, default=240.0, help="seconds the job may take")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    state = Path(args.state_dir)
+    # The app reads its settings from these, as on the class server; an empty data root means synthetic data only.
+    os.environ.update({
+        "AMP_LAB_STATE_DIR": str(state / "state"),
+        "AMP_LAB_DATA_ROOT": str(state / "data"),
+        "AMP_LAB_DEVICE": args.device,
+    })
+    report = {"job": run_comparison(args.device, args.amp, args.subset, args.epochs, started + args.timeout)}
+    job_s = time.monotonic() - started
+    if report["job"]["status"] == "done":
+        report["page"] = render_results_page(report["job"]["job_id"])
+    report["timings_s"] = {"job": round(job_s, 1), "page": round(time.monotonic() - started - job_s, 1)}
+    print(json.dumps(report), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,669 @@
+"""The GPU acceptance kit: one command that runs the class-server path on a GPU and writes what it found.
+
+    python -m bench.gpu_check --out DIR [--quick] [--device cuda|cpu] [--budget SECONDS]
+
+Steps, in order, each bounded in time and each written to DIR/gpu-check.json and DIR/gpu-check.md as soon as it
+ends (a failed step records its error and the kit goes on): 1 environment, 2 the CUDA-only tests, 3 the lab
+workload, 4 the largest batch and the memory picture, 5 the benchmark, 6 the app, 7 the summary. See
+docs/gpu-check.md for what each figure means and how long the full plan takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import shlex
+import sys
+import tempfile
+import time
+import traceback
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from bench.run_bench import Row, format_table, format_targets
+from server.batch_probe import probe_max_batch
+from trainer.child_process import REPO_ROOT, ChildProcessError, run_python, run_python_json
+from trainer.config import PRECISIONS, RunConfig
+from trainer.errors import CancelledError, TrainerError
+from trainer.isolated import run_isolated
+from trainer.results import MEMORY_LABELS, RunResult, compare
+
+JSON_NAME = "gpu-check.json"
+MD_NAME = "gpu-check.md"
+STEPS = (
+    ("environment", "Environment"),
+    ("cuda_tests", "CUDA-only tests"),
+    ("lab_workload", "Lab workload"),
+    ("memory", "Largest batch and memory"),
+    ("benchmark", "Benchmark: plain loop vs trainer"),
+    ("app", "The app: a comparison through the job manager, Results page in AppTest"),
+    ("summary", "Summary"),
+)
+NO_GPU = "no GPU"
+RESERVE_PER_STEP_S = 20.0  # kept back for each later step, so one slow step cannot starve all the others
+MIN_STEP_S = 10.0  # a step given less than this is skipped as out of time rather than started
+EXIT_OK, EXIT_STEP_FAILED, EXIT_BAD_ARGUMENTS = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How much each step does: `full` is the lab's setting sized for an H200, `quick` checks the wiring."""
+
+    name: str  # full | quick
+    budget_s: float  # the whole kit; a step past it is recorded as out of time
+    step_caps_s: dict[str, float]  # most seconds each step may take
+    lab_epochs: int
+    lab_subset: int | None  # None: all 50,000 training images
+    lab_test_subset: int | None  # None: all 10,000 test images
+    lab_batch_size: int
+    lab_warmup_steps: int
+    workers: int  # DataLoader workers in steps 3 and 5
+    probe_precisions: tuple[str, ...]  # step 4; tf32 keeps fp32 tensors, so its footprint is fp32's
+    bench_args: tuple[str, ...]  # step 5, passed to python -m bench.run_bench
+    app_amp: str  # step 6: the AMP mode compared with fp32
+    app_subset: int
+    app_epochs: int
+
+
+def make_plan(quick: bool, device_type: str) -> Plan:
+    """The full plan (lab sizes, about 7 minutes of an H200 by docs/gpu-check.md's estimate) or the quick one."""
+    on_gpu = device_type == "cuda"
+    # fp16 is the mode with a real GradScaler on Tensor Cores; on a CPU it is tens of times slower, so bf16 there.
+    amp = "amp-fp16" if on_gpu else "amp-bf16"
+    if not quick:
+        return Plan(
+            name="full", budget_s=540.0,
+            step_caps_s={"environment": 60, "cuda_tests": 150, "lab_workload": 210, "memory": 150,
+                         "benchmark": 180, "app": 150},
+            lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5, workers=4,
+            probe_precisions=("fp32", "amp-fp16", "amp-bf16"),
+            bench_args=("--subset", "25600", "--epochs", "1", "--repeats", "2", "--workers", "4"),
+            app_amp=amp, app_subset=12800, app_epochs=2,
+        )
+    # The quick plan runs inside `make test` on 2 cores, where a fresh process costs more than its training: a few
+    # small batches per run (fp16, and bf16 without AMX, are tens of times slower than fp32 on a CPU), and only
+    # fp32 in the CPU bench.
+    bench_modes = () if on_gpu else ("--modes", "fp32")
+    return Plan(
+        name="quick", budget_s=290.0,
+        step_caps_s={"environment": 45, "cuda_tests": 120, "lab_workload": 120, "memory": 120, "benchmark": 100,
+                     "app": 90},
+        lab_epochs=1, lab_subset=96, lab_test_subset=32, lab_batch_size=32, lab_warmup_steps=1, workers=2,
+        probe_precisions=("amp-fp16",),
+        bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
+                    "--test-subset", "32", *bench_modes),
+        app_amp=amp, app_subset=64, app_epochs=1,
+    )
+
+
+@dataclass
+class StepRecord:
+    """What one step did: its outcome in one word and one line, its figures, and what it cost."""
+
+    number: int
+    name: str
+    title: str
+    status: str = "pending"  # pending | ok | failed | timed out | skipped
+    reason: str | None = None  # one line: why it failed or was skipped
+    started_at: str | None = None
+    duration_s: float | None = None
+    counts: dict = field(default_factory=lambda: {"processes": 0, "train_steps": 0, "train_images": 0})
+    data: dict = field(default_factory=dict)
+
+    def count(self, processes: int = 0, steps: int = 0, images: int = 0) -> None:
+        self.counts["processes"] += processes
+        self.counts["train_steps"] += steps
+        self.counts["train_images"] += images
+
+
+class StepTimeout(Exception):
+    """A step ran out of its time; the message says where."""
+
+
+class Kit:
+    """Runs the steps in order against one deadline and writes both files after each of them."""
+
+    def __init__(self, out: Path, device_type: str, plan: Plan, command: str):
+        self.out = out
+        self.device_type = device_type
+        self.plan = plan
+        self.command = command
+        self.work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+        self.started = dt.datetime.now(dt.timezone.utc)
+        self.clock = time.monotonic()
+        self.deadline = self.clock + plan.budget_s
+        self.records = [StepRecord(i + 1, name, title) for i, (name, title) in enumerate(STEPS)]
+        self.supported_modes: list[str] | None = None  # from step 1; None: unknown, let each run say
+        self.refused: dict[str, str] = {}  # mode -> why this device cannot run it, from step 1
+        self.lab_results: dict[tuple[str, str], RunResult] = {}
+
+    # ---- running ------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        out_of_time = f"out of time: the kit's budget of {self.plan.budget_s:.0f} s was spent"
+        for record, step in zip(self.records[:-1], self.step_functions()):
+            seconds = self.time_for(record)
+            if seconds < MIN_STEP_S:
+                self.finish(record, "skipped", out_of_time)
+                continue
+            record.started_at = _now()
+            started = time.monotonic()
+            print(f"==> step {record.number}: {record.title} (at most {seconds:.0f} s)", flush=True)
+            try:
+                status, reason = step(record, started + seconds)
+            except StepTimeout as err:
+                status, reason = "timed out", str(err)
+            except Exception as err:  # a step's own bug must not stop the steps after it
+                status, reason = "failed", _one_line(err)
+                record.data["traceback"] = traceback.format_exc().splitlines()[-12:]
+            record.duration_s = round(time.monotonic() - started, 1)
+            self.finish(record, status, reason)
+        summary = self.records[-1]
+        summary.started_at = _now()
+        self.finish(summary, "ok", None)
+        failed = [r for r in self.records if r.status in ("failed", "timed out")]
+        print(f"==> done in {time.monotonic() - self.clock:.0f} s: {len(failed)} step(s) failed or timed out; "
+              f"wrote {self.out / JSON_NAME} and {self.out / MD_NAME}", flush=True)
+        return EXIT_STEP_FAILED if failed else EXIT_OK
+
+    def step_functions(self) -> list[Callable[[StepRecord, float], tuple[str, str | None]]]:
+        return [self.environment, self.cuda_tests, self.lab_workload, self.memory, self.benchmark, self.app]
+
+    def time_for(self, record: StepRecord) -> float:
+        """This step's cap, or less when the budget must still leave a reserve for each step after it."""
+        later = len(self.records) - 1 - record.number
+        left = self.deadline - time.monotonic() - later * RESERVE_PER_STEP_S
+        return max(0.0, min(self.plan.step_caps_s[record.name], left))
+
+    def finish(self, record: StepRecord, status: str, reason: str | None) -> None:
+        record.status, record.reason = status, reason
+        print(f"    step {record.number} {status}" + (f": {reason}" if reason else ""), flush=True)
+        self.write()
+
+    def write(self) -> None:
+        """Both files, with every step so far; pending steps are listed as pending."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        report = {
+            "kit": {
+                "command": self.command,
+                "device": self.device_type,
+                "plan": asdict(self.plan),
+                "started_at": self.started.isoformat(timespec="seconds"),
+                "duration_s": round(time.monotonic() - self.clock, 1),
+                "finished": self.records[-1].status != "pending",
+            },
+            "steps": [asdict(r) for r in self.records],
+        }
+        _write_atomic(self.out / JSON_NAME, json.dumps(report, indent=2, default=str) + "\n")
+        _write_atomic(self.out / MD_NAME, render_markdown(report))
+
+    # ---- the steps: each returns (status, reason) ------------------------------------------------
+
+    def environment(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        record.count(processes=1)
+        facts = _json_child(["-m", "bench.gpu_env", "--device", self.device_type], deadline)
+        record.data = facts
+        if "modes" in facts:
+            self.supported_modes = facts["modes"]["supported"]
+            self.refused = facts["modes"]["refused"]
+        if "error" in facts:
+            return "failed", facts["error"]
+        return "ok", None
+
+    def cuda_tests(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        if self.device_type != "cuda":
+            return "skipped", NO_GPU
+        junit = self.work / "cuda-tests.xml"
+        args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only",
+                "--continue-on-collection-errors", f"--junitxml={junit}", "tests", "--ignore=tests/browser"]
+        record.count(processes=1)
+        done = _child(args, deadline)
+        lines = done.stdout.strip().splitlines()
+        record.data = {"exit_code": done.returncode, "summary_line": lines[-1] if lines else "",
+                       **read_junit(junit)}
+        if done.returncode == 0:
+            return "ok", None
+        if done.returncode == 5:
+            return "failed", "no CUDA-only test was collected"
+        return "failed", record.data["summary_line"] or _tail(done.stderr)
+
+    def lab_workload(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        plan = self.plan
+        rows = []
+        record.data = {"settings": {"data": "synthetic", "epochs": plan.lab_epochs, "subset": plan.lab_subset,
+                                    "test_subset": plan.lab_test_subset, "batch_size": plan.lab_batch_size,
+                                    "warmup_steps": plan.lab_warmup_steps, "workers": plan.workers},
+                       "rows": rows}
+        runs_left = 2 * len(PRECISIONS)
+        # The resident loader first: its runs are short, so the GPU's own figures are in even if time runs out.
+        for loader in ("resident", "dataloader"):
+            for precision in PRECISIONS:
+                row = {"precision": precision, "loader": loader}
+                rows.append(row)
+                if self.supported_modes is not None and precision not in self.supported_modes:
+                    row.update(status="skipped", reason=self.refusal(precision))
+                elif time.monotonic() > deadline - MIN_STEP_S:
+                    row.update(status="timed out", reason="the step's time ran out before this run")
+                else:
+                    row.update(self.lab_run(record, precision, loader, self.run_deadline(deadline, runs_left)))
+                runs_left -= 1
+                self.write()
+        for row in rows:
+            result = self.lab_results.get((row["precision"], row["loader"]))
+            baseline = self.lab_results.get(("fp32", row["loader"]))
+            if result is not None and baseline is not None and row["precision"] != "fp32":
+                comparison = compare(baseline, result)
+                row["speedup_vs_fp32"] = comparison.speedup
+                row["throughput_vs_fp32"] = comparison.throughput_speedup
+                row["memory_saved_pct"] = comparison.memory_reduction_pct
+        return _worst(rows)
+
+    @staticmethod
+    def run_deadline(deadline: float, runs_left: int) -> float:
+        """One run's deadline: twice its fair share of the step's time left (a minute at least), so a run that
+        hangs cannot take the time of all the runs after it."""
+        left = deadline - time.monotonic()
+        return min(deadline, time.monotonic() + max(60.0, 2 * left / max(1, runs_left)))
+
+    def lab_run(self, record: StepRecord, precision: str, loader: str, deadline: float) -> dict:
+        """One `python -m trainer run` in a fresh process; its figures, or why it did not run."""
+        plan = self.plan
+        path = self.work / f"lab-{precision}-{loader}.json"
+        args = ["-m", "trainer", "run", "--precision", precision, "--loader", loader, "--data", "synthetic",
+                "--device", self.device_type, "--epochs", str(plan.lab_epochs),
+                "--batch-size", str(plan.lab_batch_size), "--warmup-steps", str(plan.lab_warmup_steps),
+                "--workers", str(plan.workers), "--json", str(path)]
+        if plan.lab_subset is not None:
+            args += ["--subset", str(plan.lab_subset)]
+        if plan.lab_test_subset is not None:
+            args += ["--test-subset", str(plan.lab_test_subset)]
+        record.count(processes=1)
+        print(f"    lab: {precision} with the {loader} loader", flush=True)
+        try:
+            done = _child(args, deadline)
+        except StepTimeout as err:
+            return {"status": "timed out", "reason": str(err)}
+        if done.returncode == 2:  # a mode this device cannot run: the trainer says why in one line
+            return {"status": "skipped", "reason": _tail(done.stderr)}
+        if done.returncode != 0 or not path.exists():
+            return {"status": "failed", "reason": f"exit code {done.returncode}: {_tail(done.stderr)}"}
+        result = RunResult.from_json(path.read_text(encoding="utf-8"))
+        self.lab_results[(precision, loader)] = result
+        record.count(steps=result.total_steps, images=result.train_images)
+        return {
+            "status": "ok",
+            "total_time_s": result.total_time_s,
+            "steady_images_per_s": result.steady_images_per_s,
+            "peak_memory": result.peak_memory,
+            "test_accuracy": result.test_accuracy,
+            "skipped_steps": result.skipped_steps,
+            "total_steps": result.total_steps,
+            "train_images": result.train_images,
+            "tf32_flags": {k: result.environment.get(k) for k in ("cuda_matmul_allow_tf32", "cudnn_allow_tf32")},
+            "warnings": result.warnings,
+        }
+
+    def memory(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        pictures = [
+            {"precision": p, "loader": loader, "peak_memory": result.peak_memory}
+            for (p, loader), result in self.lab_results.items()
+        ]
+        record.data = {
+            "memory_source": "the peak memory of step 3's runs, per precision and loader",
+            "memory": pictures,
+            "memory_page": {"status": "skipped", "reason": memory_page_note()},
+        }
+        if self.device_type != "cuda":
+            record.data["largest_batch"] = {"status": "skipped", "reason": NO_GPU}
+            return "ok", f"the largest-batch search skipped: {NO_GPU}; the memory picture is step 3's"
+        found: dict[str, int | None] = {}
+        record.data["largest_batch"] = {"status": "ok", "batch": found, "notes": {}}
+        notes = record.data["largest_batch"]["notes"]
+
+        def counted(config: RunConfig, should_cancel=None):
+            record.count(processes=1, steps=2, images=2 * config.batch_size)
+            return run_isolated(config, should_cancel=should_cancel)
+
+        base = RunConfig(data="synthetic", device="cuda", loader="resident", num_workers=0)
+        for precision in self.plan.probe_precisions:
+            if self.supported_modes is not None and precision not in self.supported_modes:
+                notes[precision] = self.refusal(precision)
+                continue
+            print(f"    largest batch: {precision}", flush=True)
+            try:
+                found.update(probe_max_batch(base, [precision], should_cancel=lambda: time.monotonic() > deadline,
+                                             runner=counted))
+            except CancelledError:
+                record.data["largest_batch"]["status"] = "timed out"
+                notes[precision] = "the step's time ran out during the search"
+                return "timed out", f"the largest-batch search for {precision} ran out of time"
+            except TrainerError as err:
+                found[precision] = None
+                notes[precision] = str(err)
+                record.data["largest_batch"]["status"] = "failed"
+            self.write()
+        if record.data["largest_batch"]["status"] != "ok":
+            return "failed", "; ".join(f"{p}: {n}" for p, n in notes.items())
+        return "ok", None
+
+    def benchmark(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        path = self.out / f"bench-{self.device_type}.json"
+        seconds = max(1.0, deadline - time.monotonic())
+        args = ["-m", "bench.run_bench", "--device", self.device_type, *self.plan.bench_args,
+                "--timeout", f"{seconds:.0f}", "--json", str(path)]
+        record.data = {"command": "python " + shlex.join(args), "json": path.name}
+        done = _child(args, deadline)
+        if not path.exists():
+            record.count(processes=1)
+            return "failed", f"exit code {done.returncode}: {_tail(done.stderr)}"
+        report = json.loads(path.read_text(encoding="utf-8"))
+        rows = [Row(**row) for row in report["rows"]]
+        runs = [run for row in rows for run in row.repeats if "error" not in run]
+        record.count(processes=1 + sum(len(row.repeats) for row in rows),
+                      steps=sum(run.get("total_steps", 0) for run in runs),
+                      images=sum(run.get("total_steps", 0) for run in runs) * report["settings"]["batch_size"])
+        record.data.update(
+            duration_s=report["duration_s"], settings=report["settings"], rows=report["rows"],
+            targets=report["targets"], table=format_table(rows), verdicts=format_targets(report["targets"]),
+        )
+        if done.returncode != 0:
+            failed = [f"{r.implementation} {r.precision} {r.loader}: {'; '.join(r.errors)}" for r in rows
+                      if r.status != "ok"]
+            return "failed", "; ".join(failed) or _tail(done.stderr)
+        return "ok", None
+
+    def app(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        plan = self.plan
+        job_s = max(10.0, deadline - time.monotonic() - 45)  # the page, Streamlit's import included, needs the rest
+        args = ["-m", "bench.app_check", "--device", self.device_type, "--state-dir", str(self.work / "app"),
+                "--amp", plan.app_amp, "--subset", str(plan.app_subset), "--epochs", str(plan.app_epochs),
+                "--timeout", f"{job_s:.0f}"]
+        record.count(processes=4)  # the check, the two runs, the app's hardware query on a GPU (at most)
+        record.data = _json_child(args, deadline)
+        job, page = record.data["job"], record.data.get("page")
+        for run in job["runs"]:
+            record.count(steps=run["total_steps"], images=run["train_images"])
+        if job["status"] != "done":
+            return "failed", f"the job {job['status']}: {job['error']}"
+        problems = (page["exceptions"] + page["errors"] + ([] if page["charts"] else ["no chart drawn"])
+                    + ([] if page["selected_job"] == job["job_id"] else ["the page shows another job"]))
+        return ("failed", "; ".join(problems)) if problems else ("ok", None)
+
+    def refusal(self, precision: str) -> str:
+        return self.refused.get(precision, f"this device cannot run {precision}")
+
+
+def memory_page_note() -> str:
+    """Step 4's word on the memory page's components: the kit reads them once that page exists."""
+    pages = sorted(p.name for p in (REPO_ROOT / "pages").glob("*memory*.py"))
+    if pages:
+        return f"{', '.join(pages)} exists now; the kit does not read its components yet (bench/gpu_check.py, step 4)"
+    return "the memory page (\"Where the memory goes\") does not exist yet"
+
+
+def read_junit(path: Path) -> dict:
+    """Counts and failures from pytest's JUnit XML ({} when pytest wrote none)."""
+    if not path.exists():
+        return {}
+    root = ET.parse(path).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    cases = []
+    for case in suite.iter("testcase"):
+        outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        cases.append({
+            "test": f"{case.get('classname')}::{case.get('name')}",
+            "outcome": "passed" if outcome is None else outcome.tag,
+            "message": None if outcome is None else (outcome.get("message") or "")[:300],
+            "time_s": float(case.get("time") or 0),
+        })
+    counts = {key: int(suite.get(key) or 0) for key in ("tests", "failures", "errors", "skipped")}
+    return {**counts, "time_s": float(suite.get("time") or 0), "cases": cases}
+
+
+# ---- the summary ---------------------------------------------------------------------------------
+
+
+def render_markdown(report: dict) -> str:
+    """gpu-check.md: the steps at a glance, then each step's tables, ready to paste into the README."""
+    kit, steps = report["kit"], report["steps"]
+    lines = [
+        "# GPU acceptance kit",
+        "",
+        f"`{kit['command']}`: device {kit['device']}, {kit['plan']['name']} plan, started {kit['started_at']}, "
+        f"{kit['duration_s']:.0f} s so far" + ("" if not kit["finished"] else " (finished)") + ".",
+        "",
+        "| step | status | time | processes | training steps | note |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for s in steps:
+        took = "" if s["duration_s"] is None else f"{s['duration_s']:.0f} s"
+        lines.append(f"| {s['number']}. {s['title']} | {s['status']} | {took} | {s['counts']['processes']} | "
+                     f"{s['counts']['train_steps']:,} | {_cell(s['reason'] or '')} |")
+    by_name = {s["name"]: s for s in steps}
+    for name, render in (("environment", _md_environment), ("cuda_tests", _md_tests),
+                         ("lab_workload", _md_lab), ("memory", _md_memory), ("benchmark", _md_bench),
+                         ("app", _md_app)):
+        step = by_name[name]
+        lines += ["", f"## {step['number']}. {step['title']}: {step['status']}", ""]
+        if step["status"] == "pending":
+            lines.append("Not run yet.")
+            continue
+        if step["reason"]:
+            lines += [f"{'Note' if step['status'] == 'ok' else step['status'].capitalize()}: {step['reason']}", ""]
+        lines += render(step["data"])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _md_environment(data: dict) -> list[str]:
+    if not data:
+        return []
+    env = data.get("environment", {})
+    nvml = data.get("nvml", {})
+    gpus = nvml.get("gpus") or [{}]
+    rows = [
+        ("device", env.get("device_name") or data.get("gpu_name") or data.get("device_type")),
+        ("GPU UUID (torch / NVML)", f"{data.get('gpu_uuid')} / {gpus[0].get('uuid')}"),
+        ("compute capability", env.get("compute_capability")),
+        ("driver (NVML)", nvml.get("driver_version", nvml.get("error"))),
+        ("torch / CUDA / cuDNN", " / ".join(str(v) for v in (data.get("torch_version"), data.get("cuda_version"),
+                                                             env.get("cudnn_version")))),
+        ("TF32 defaults", ", ".join(f"{k}={v}" for k, v in data.get("tf32_defaults", {}).items() if k != "warnings")),
+        ("warnings while reading them", "; ".join(data.get("tf32_defaults", {}).get("warnings", [])
+                                                  + data.get("warnings", [])) or "none"),
+        ("modes this device runs", ", ".join(data.get("modes", {}).get("supported", []))),
+        ("Python", env.get("python_version")),
+    ]
+    return ["| | |", "|---|---|"] + [f"| {k} | {_cell(str(v))} |" for k, v in rows]
+
+
+def _md_tests(data: dict) -> list[str]:
+    if not data:
+        return []
+    lines = [f"pytest: `{data.get('summary_line', '')}`", ""]
+    failing = [c for c in data.get("cases", []) if c["outcome"] in ("failure", "error")]
+    lines += [f"- {c['outcome']}: `{c['test']}`: {_cell(c['message'] or '')}" for c in failing]
+    return lines
+
+
+def _md_lab(data: dict) -> list[str]:
+    if not data.get("rows"):
+        return []
+    s = data["settings"]
+    subset = "all 50,000" if s["subset"] is None else f"{s['subset']:,}"
+    lines = [
+        (f"Synthetic CIFAR-shaped data, {subset} training images, {s['epochs']} epoch(s), batch {s['batch_size']}, "
+         f"first {s['warmup_steps']} step(s) left out of images/s, each run `python -m trainer run` in a fresh "
+         "process. Speedup: fp32's total time over this run's, same loader."),
+        "",
+        ("| mode | loader | status | total time | images/s | vs fp32 | PyTorch allocated | PyTorch reserved | "
+         "device used (NVML) | RSS growth | accuracy | skipped steps |"),
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in data["rows"]:
+        if r["status"] != "ok":
+            lines.append(f"| {r['precision']} | {r['loader']} | {r['status']}: {_cell(r.get('reason') or '')} "
+                         "| | | | | | | | | |")
+            continue
+        mem = r["peak_memory"]
+        speed = f"{r['speedup_vs_fp32']:.2f}x" if r.get("speedup_vs_fp32") else ""
+        lines.append(
+            f"| {r['precision']} | {r['loader']} | ok | {r['total_time_s']:.1f} s | {_num(r['steady_images_per_s'])} "
+            f"| {speed} | {_mib(mem.get('torch_max_allocated'))} | {_mib(mem.get('torch_max_reserved'))} "
+            f"| {_mib(mem.get('nvml_device_used'))} | {_mib(mem.get('process_rss_growth'))} "
+            f"| {_pct(r['test_accuracy'])} | {r['skipped_steps']} |"
+        )
+    return lines
+
+
+def _md_memory(data: dict) -> list[str]:
+    if not data:
+        return []
+    probe = data.get("largest_batch", {})
+    lines = [f"Largest batch per precision (doubling from 256, then bisection, at most 16,384; each try two steps "
+             f"in a fresh process): {probe.get('status')}" + (f", {probe['reason']}" if probe.get("reason") else ""),
+             ""]
+    if probe.get("batch"):
+        lines += ["| mode | largest batch |", "|---|---:|"]
+        lines += [f"| {p} | {'-' if b is None else f'{b:,}'} |" for p, b in probe["batch"].items()]
+        lines.append("")
+    lines += [f"- {p}: {_cell(n)}" for p, n in probe.get("notes", {}).items()]
+    lines += ["", f"Memory per precision ({data.get('memory_source')}):", ""]
+    keys = [k for k in MEMORY_LABELS if any(k in m["peak_memory"] for m in data.get("memory", []))]
+    if keys:
+        lines += ["| mode | loader | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+        lines += [f"| {m['precision']} | {m['loader']} | " + " | ".join(_mib(m["peak_memory"].get(k)) for k in keys)
+                  + " |" for m in data["memory"]]
+    page = data.get("memory_page", {})
+    lines += ["", f"Memory page components: {page.get('status')}, {page.get('reason')}."]
+    return lines
+
+
+def _md_bench(data: dict) -> list[str]:
+    if not data.get("table"):
+        return [f"`{data['command']}`"] if data.get("command") else []
+    return [f"`{data['command']}` ({data['duration_s']:.0f} s; the JSON is `{data['json']}`)", "", "```text",
+            data["table"], "", data["verdicts"], "```"]
+
+
+def _md_app(data: dict) -> list[str]:
+    job = data.get("job")
+    if not job:
+        return []
+    took = ", ".join(f"{s:.1f} s" for s in job.get("run_wall_s") or [])
+    lines = [f"Job {job['job_id'][:8]} on {job['device_type']}: {job['status']}, runs took {took} (starts included).",
+             ""]
+    for run in job["runs"]:
+        lines.append(f"- {run['precision']} on {run['device_name']}: {run['total_time_s']:.1f} s, "
+                     f"{_num(run['steady_images_per_s'])} images/s, accuracy {_pct(run['test_accuracy'])}")
+    page = data.get("page")
+    if page:
+        lines += ["", (f"Results page: {len(page['exceptions'])} exception(s), {len(page['errors'])} error(s), "
+                       f"{page['charts']} chart(s), downloads: {', '.join(page['downloads'])}.")]
+        if page.get("lab_table"):
+            head = list(page["lab_table"][0])
+            lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            lines += ["| " + " | ".join(_cell(str(row[h])) for h in head) + " |" for row in page["lab_table"]]
+    return lines
+
+
+# ---- small helpers -------------------------------------------------------------------------------
+
+
+def _child(args: list[str], deadline: float):
+    """`python ARGS` from the repository root, bounded by `deadline`; StepTimeout when it runs past it."""
+    seconds = deadline - time.monotonic()
+    if seconds < 1:
+        raise StepTimeout("the step's time ran out")
+    try:
+        return run_python(args, timeout_s=seconds)
+    except ChildProcessError as err:
+        raise StepTimeout(f"python {' '.join(args[:2])} {err}") from None
+
+
+def _json_child(args: list[str], deadline: float):
+    seconds = deadline - time.monotonic()
+    if seconds < 1:
+        raise StepTimeout("the step's time ran out")
+    try:
+        return run_python_json(args, timeout_s=seconds)
+    except ChildProcessError as err:
+        if "timed out" in str(err):
+            raise StepTimeout(f"python {' '.join(args[:2])} {err}") from None
+        raise
+
+
+def _worst(rows: list[dict]) -> tuple[str, str | None]:
+    """A step of several runs: failed if one failed, timed out if one ran out of time, else ok."""
+    for status in ("failed", "timed out"):
+        bad = [r for r in rows if r["status"] == status]
+        if bad:
+            return status, "; ".join(f"{r['precision']} {r['loader']}: {r['reason']}" for r in bad)
+    return "ok", None
+
+
+def _tail(text: str) -> str:
+    lines = [line for line in (text or "").strip().splitlines() if line.strip()]
+    return _one_line(lines[-1]) if lines else "no output"
+
+
+def _one_line(err) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write beside, then rename, so a kit killed mid-write leaves the previous complete file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _mib(n_bytes) -> str:
+    return "" if n_bytes is None else f"{n_bytes / 2**20:,.0f} MiB"
+
+
+def _num(value) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _pct(value) -> str:
+    return "-" if value is None else f"{100 * value:.1f}%"
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="folder for gpu-check.json, gpu-check.md and the bench JSON")
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                        help="cuda (default): the GPU acceptance run; cpu: the same wiring without a GPU")
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the wiring in a few minutes")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds for the whole kit (default: 540 full, 290 quick); later steps are skipped "
+                             "past it")
+    args = parser.parse_args(argv)
+    plan = make_plan(args.quick, args.device)
+    if args.budget is not None:
+        if not math.isfinite(args.budget) or args.budget <= 0:
+            parser.error("--budget must be a positive number of seconds")
+        plan = Plan(**{**asdict(plan), "budget_s": args.budget})
+    command = "python -m bench.gpu_check " + shlex.join(argv)
+    kit = Kit(Path(args.out), args.device, plan, command)
+    print(f"gpu-check: {plan.name} plan on {args.device}, at most {plan.budget_s:.0f} s, writing to {args.out}",
+          flush=True)
+    return kit.run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

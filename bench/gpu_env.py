@@ -1,0 +1,134 @@
+"""Step 1 of the GPU kit, in a fresh process: the GPU, its driver, torch and CUDA, and the TF32 defaults as this
+torch reports them before anything sets them. `python -m bench.gpu_env --device cuda|cpu` prints one JSON line.
+
+The TF32 defaults are read first, in a process that has set nothing, because the trainer changes them for every run
+and because torch 2.9-2.10 warn on reading the old `allow_tf32` flags: any warning raised here is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+
+import torch
+
+# The newer per-backend switches (torch 2.9 and later); older versions have only the allow_tf32 flags.
+FP32_PRECISION_SWITCHES = (
+    ("fp32_precision", ("backends",)),
+    ("cuda_matmul_fp32_precision", ("backends", "cuda", "matmul")),
+    ("cudnn_fp32_precision", ("backends", "cudnn")),
+    ("cudnn_conv_fp32_precision", ("backends", "cudnn", "conv")),
+)
+
+
+def tf32_defaults() -> dict:
+    """The TF32 switches of a process that has set none: the new fp32_precision ones where this torch has them,
+    then the old allow_tf32 flags, with any warning the reading raised."""
+    found: dict = {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name, path in FP32_PRECISION_SWITCHES:
+            holder = torch
+            for part in path:
+                holder = getattr(holder, part, None)
+            value = getattr(holder, "fp32_precision", None) if holder is not None else None
+            if isinstance(value, str):
+                found[name] = value
+        for name, read in (
+            ("cuda_matmul_allow_tf32", lambda: torch.backends.cuda.matmul.allow_tf32),
+            ("cudnn_allow_tf32", lambda: torch.backends.cudnn.allow_tf32),
+            ("float32_matmul_precision", torch.get_float32_matmul_precision),
+        ):
+            try:
+                found[name] = read()
+            except Exception as err:  # newer torch raises once the new API is in use; record rather than stop
+                found[name] = f"unreadable: {type(err).__name__}: {err}"
+    found["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    return found
+
+
+def nvml_facts(torch_uuid: str | None) -> dict:
+    """Driver version and each GPU as NVML sees it (name, UUID, memory); {"error": ...} without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception as err:  # no pynvml, or no driver library: both are facts worth recording
+        return {"error": f"NVML unavailable: {type(err).__name__}: {err}"}
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            memory = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            gpus.append({
+                "index": index,
+                "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                "memory_total_bytes": int(memory.total),
+                "memory_used_bytes": int(memory.used),
+            })
+        matched = [gpu["uuid"] for gpu in gpus if torch_uuid and gpu["uuid"].endswith(torch_uuid)]
+        return {
+            "driver_version": _text(driver),
+            "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
+            "gpus": gpus,
+            "torch_gpu_found_by_uuid": bool(matched),
+        }
+    except Exception as err:
+        return {"error": f"NVML query failed: {type(err).__name__}: {err}"}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def gather(device_type: str) -> dict:
+    """Everything step 1 records, as a JSON-ready dict."""
+    from trainer.capabilities import DeviceFacts, mode_support
+    from trainer.environment import capture_environment, hardware_report
+
+    defaults = tf32_defaults()  # before capture_environment, which reads the same switches
+    facts: dict = {
+        "device_type": device_type,
+        "torch_version": torch.__version__,
+        "cuda_version": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+        "tf32_defaults": defaults,
+    }
+    torch_uuid = None
+    if device_type == "cuda" and torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        torch_uuid = str(getattr(props, "uuid", "")) or None
+        facts["gpu_name"] = props.name
+        facts["gpu_uuid"] = torch_uuid
+        facts["gpu_count"] = torch.cuda.device_count()
+    facts["nvml"] = nvml_facts(torch_uuid)
+    if device_type == "cuda" and not torch.cuda.is_available():
+        facts["error"] = "no CUDA GPU is visible to torch (see nvml: a driver older than this torch's CUDA?)"
+        return facts
+    device = torch.device(device_type)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        facts["environment"] = capture_environment(device)
+        facts["hardware"] = hardware_report(device).to_dict()
+        support = mode_support(DeviceFacts.of(device))
+    facts["modes"] = {"supported": list(support.supported), "refused": support.refused}
+    facts["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
+    return facts
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu_env", description=__doc__.split("\n")[0])
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"), help="the device to describe")
+    args = parser.parse_args(argv)
+    print(json.dumps(gather(args.device)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

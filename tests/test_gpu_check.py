@@ -1,0 +1,130 @@
+"""The GPU acceptance kit: its quick CPU run writes both files with every step, and its pieces on tiny inputs.
+
+`make test` runs the kit (`python -m bench.gpu_check --device cpu --quick`) and points GPU_CHECK_OUT at its
+folder; without that variable the output test runs the kit itself (a few minutes on 2 cores).
+"""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.cuda_only import is_gpu_only
+from bench.gpu_check import JSON_NAME, MD_NAME, NO_GPU, STEPS, make_plan, read_junit, render_markdown
+from bench.gpu_env import tf32_defaults
+from trainer.config import PRECISIONS
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def quick_cpu_run(tmp_path_factory) -> Path:
+    """The folder of a finished `--device cpu --quick` run: make test's, or one made here."""
+    given = os.environ.get("GPU_CHECK_OUT")
+    if given:
+        return Path(given)
+    out = tmp_path_factory.mktemp("gpu-check")
+    subprocess.run([sys.executable, "-m", "bench.gpu_check", "--out", str(out), "--device", "cpu", "--quick"],
+                   cwd=REPO_ROOT, timeout=600, check=False)
+    return out
+
+
+def test_quick_cpu_run_writes_both_files_with_every_step(quick_cpu_run):
+    report = json.loads((quick_cpu_run / JSON_NAME).read_text())
+    markdown = (quick_cpu_run / MD_NAME).read_text()
+    steps = report["steps"]
+    assert [s["name"] for s in steps] == [name for name, _ in STEPS]
+    assert report["kit"]["finished"] and report["kit"]["device"] == "cpu"
+    for step in steps:
+        assert f"## {step['number']}. {step['title']}" in markdown or step["name"] == "summary"
+        assert step["status"] in ("ok", "skipped"), (step["name"], step["reason"])
+    by_name = {s["name"]: s for s in steps}
+    assert (by_name["cuda_tests"]["status"], by_name["cuda_tests"]["reason"]) == ("skipped", NO_GPU)
+    assert by_name["memory"]["data"]["largest_batch"] == {"status": "skipped", "reason": NO_GPU}
+    assert (quick_cpu_run / "bench-cpu.json").exists()
+
+
+def test_quick_cpu_run_counts_the_training_steps_its_plan_asks_for(quick_cpu_run):
+    """The step counts that size the full GPU plan (docs/gpu-check.md) are the ones the runs really made."""
+    report = json.loads((quick_cpu_run / JSON_NAME).read_text())
+    plan = report["kit"]["plan"]
+    lab = next(s for s in report["steps"] if s["name"] == "lab_workload")
+    ran = [r for r in lab["data"]["rows"] if r["status"] == "ok"]
+    skipped = {r["precision"] for r in lab["data"]["rows"] if r["status"] == "skipped"}
+    assert "tf32" in skipped  # a GPU-only mode
+    assert len(ran) == 2 * (len(PRECISIONS) - len(skipped))
+    per_run = math.ceil(plan["lab_subset"] / plan["lab_batch_size"]) * plan["lab_epochs"]
+    assert lab["counts"] == {"processes": len(ran), "train_steps": per_run * len(ran),
+                             "train_images": plan["lab_subset"] * plan["lab_epochs"] * len(ran)}
+    app = next(s for s in report["steps"] if s["name"] == "app")
+    assert app["data"]["page"]["charts"] > 0 and not app["data"]["page"]["exceptions"]
+
+
+def test_the_full_plan_is_the_labs_setting_and_fits_one_device_command():
+    full, quick = make_plan(False, "cuda"), make_plan(True, "cpu")
+    assert (full.lab_epochs, full.lab_subset, full.lab_batch_size) == (5, None, 256)  # 5 epochs of 50,000 images
+    assert full.budget_s <= 540  # a device command may run 600 s
+    assert quick.budget_s < 300  # the issue's "under 5 minutes" for the quick CPU run
+    assert set(full.step_caps_s) == {name for name, _ in STEPS[:-1]}
+    assert make_plan(False, "cpu").app_amp == "amp-bf16" and full.app_amp == "amp-fp16"
+
+
+def test_markdown_lists_pending_steps_before_they_run():
+    report = {
+        "kit": {"command": "python -m bench.gpu_check --out x", "device": "cuda", "plan": {"name": "full"},
+                "started_at": "2026-11-30T00:00:00+00:00", "duration_s": 1.0, "finished": False},
+        "steps": [{"number": i + 1, "name": name, "title": title, "status": "pending", "reason": None,
+                   "duration_s": None, "counts": {"processes": 0, "train_steps": 0, "train_images": 0},
+                   "data": {}} for i, (name, title) in enumerate(STEPS)],
+    }
+    text = render_markdown(report)
+    assert text.count("Not run yet.") == len(STEPS) - 1
+    assert "| 3. Lab workload | pending |" in text
+
+
+def test_read_junit_counts_and_failures(tmp_path):
+    xml = tmp_path / "junit.xml"
+    xml.write_text(
+        '<testsuites><testsuite tests="2" failures="1" errors="0" skipped="0" time="1.5">'
+        '<testcase classname="tests.test_cuda" name="test_a" time="0.5"/>'
+        '<testcase classname="tests.test_cuda" name="test_b" time="1.0"><failure message="boom"/></testcase>'
+        "</testsuite></testsuites>"
+    )
+    found = read_junit(xml)
+    assert (found["tests"], found["failures"]) == (2, 1)
+    assert [c["outcome"] for c in found["cases"]] == ["passed", "failure"]
+    assert found["cases"][1]["message"] == "boom"
+    assert read_junit(tmp_path / "absent.xml") == {}
+
+
+class _Mark:
+    def __init__(self, reason):
+        self.kwargs = {"reason": reason}
+
+
+class _Item:
+    def __init__(self, *reasons):
+        self.marks = [_Mark(r) for r in reasons]
+
+    def iter_markers(self, name):
+        return iter(self.marks) if name == "skipif" else iter(())
+
+
+@pytest.mark.parametrize("reasons, gpu_only", [
+    (("needs a CUDA GPU",), True),
+    (("needs a CUDA device",), True),
+    (("needs a machine without an NVIDIA driver",), False),
+    (("amp-fp16 is restricted only on a CPU",), False),
+    ((), False),
+])
+def test_cuda_only_selects_the_suites_gpu_only_tests(reasons, gpu_only):
+    assert is_gpu_only(_Item(*reasons)) is gpu_only
+
+
+def test_tf32_defaults_are_read_without_setting_anything():
+    defaults = tf32_defaults()
+    assert "float32_matmul_precision" in defaults and isinstance(defaults["warnings"], list)
