@@ -26,6 +26,7 @@ from trainer.child_process import ChildProcessError, run_python_json
 from trainer.config import LOADERS, RunConfig
 from trainer.datasets import cifar10_available
 from trainer.environment import capture_environment
+from trainer.precision import set_tf32
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -265,6 +266,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
+def bench_environment(device_type: str) -> dict:
+    """This machine's record, with the TF32 switches as every child ran them: off (fp32 is true fp32 in both loops)."""
+    set_tf32(False)
+    return capture_environment(torch.device(device_type))
+
+
 def resolve_modes(text: str | None, device_type: str) -> list[str]:
     """The precisions to run, always with fp32 first: it is the baseline every speedup refers to."""
     if text is None:
@@ -333,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": started.isoformat(timespec="seconds"),
         "duration_s": round(time.perf_counter() - clock, 1),
         "settings": {**common, "modes": modes, "repeats": args.repeats},
-        "environment": capture_environment(torch.device(device_type)),
+        "environment": bench_environment(device_type),
         "rows": [asdict(r) for r in rows],
         "targets": targets,
     }

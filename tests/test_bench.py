@@ -12,6 +12,7 @@ from bench.run_bench import (
     BASELINE,
     Row,
     assess_targets,
+    bench_environment,
     bench_configs,
     compare_rows,
     format_table,
@@ -20,6 +21,7 @@ from bench.run_bench import (
     run_order,
 )
 from trainer.datasets import load_split
+from trainer.precision import set_tf32, tf32_flags
 
 
 @pytest.fixture(scope="module")
@@ -156,3 +158,13 @@ def test_harness_runs_end_to_end_and_writes_valid_json(tmp_path, capsys):
     assert overhead["met"] in (True, False)
     printed = capsys.readouterr().out
     assert "trainer overhead" in printed and "images/s" in printed
+
+
+def test_the_report_records_tf32_off_as_every_child_ran_it():
+    before = tf32_flags()
+    try:
+        set_tf32(True)  # whatever the parent process had, the children trained with TF32 off
+        environment = bench_environment("cpu")
+        assert environment["cuda_matmul_allow_tf32"] is False and environment["cudnn_allow_tf32"] is False
+    finally:
+        set_tf32(before["cuda_matmul_allow_tf32"])
