@@ -21,6 +21,7 @@ from server.history import HistoryStore
 from server.records import CPU_FP16_MAX_SUBSET, FINISHED_STATUSES, JobSpec, JobView
 from server.settings import Settings
 from trainer.capabilities import DeviceFacts, mode_support, resolve_device_type
+from trainer.comparison_table import format_seconds
 from trainer.config import RunConfig
 from trainer.errors import ConfigError, TrainerError
 from trainer.isolated import RunOutcome, run_isolated
@@ -121,6 +122,7 @@ class JobManager:
                     f"you already have {active} {waiting} waiting; wait for one to finish or cancel it"
                     f" (this server allows {limit} per session)"
                 )
+            self._check_class_queue()
             job.created_at = time.time()  # under the lock, so creation order is queue order
             self._persist(job, strict=True)
             self._jobs[job.id] = job
@@ -290,6 +292,19 @@ class JobManager:
             self.settings.check(run)
             self._check_device(run)
         return JobSpec(spec.kind, runs, spec.label.strip(), bool(spec.probe_max_batch))
+
+    def _check_class_queue(self) -> None:
+        """Refuse a job over the instructor's cap on waiting jobs, saying how long the queue takes now."""
+        limit = self.settings.max_queued_total
+        if limit is None or len(self._queue) < limit:
+            return
+        waiting = len(self._queue)
+        wait = self._wait_before(waiting + 1, time.time())
+        raise ConfigError(
+            f"the class queue is full: {waiting} job{' is' if waiting == 1 else 's are'} waiting (this server "
+            f"allows {limit}) and the current wait is {'unknown' if wait is None else 'about ' + format_seconds(wait)}"
+            "; try again later"
+        )
 
     def _check_device(self, run: RunConfig) -> None:
         if self.device_type != "cpu":

@@ -21,12 +21,17 @@ SETTINGS_HELP = {
         "AMP_LAB_MAX_QUEUED_PER_SESSION",
         "jobs one browser session may have waiting or running at once",
     ),
+    "max_queued_total": (
+        "AMP_LAB_MAX_QUEUED_TOTAL",
+        "jobs the whole class may have waiting at once; empty or 'none' = no limit",
+    ),
     "max_subset": ("AMP_LAB_MAX_SUBSET", "most training images per run; empty or 'none' = the whole split"),
     "data_root": ("AMP_LAB_DATA_ROOT", "folder holding (or receiving) the CIFAR-10 download"),
     "state_dir": ("AMP_LAB_STATE_DIR", "folder for the job history (history.sqlite3)"),
     "device": ("AMP_LAB_DEVICE", "device the jobs run on: auto (CUDA if present), cuda or cpu"),
 }
 TEXT_SETTINGS = ("data_root", "state_dir", "device")
+OPTIONAL_SETTINGS = ("max_queued_total", "max_subset")  # None = no limit
 
 
 @dataclass
@@ -40,11 +45,14 @@ class Settings:
     data_root: str = "./data"
     state_dir: str = "./state"
     device: str = "auto"  # auto | cpu | cuda
+    max_queued_total: int | None = None  # None = no limit
 
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
         _whole("max_batch_size", self.max_batch_size, 1, MAX_BATCH_SIZE)
         _whole("max_queued_per_session", self.max_queued_per_session, 1, 1000)
+        if self.max_queued_total is not None:
+            _whole("max_queued_total", self.max_queued_total, 1, 100_000)
         if self.max_subset is not None:
             _whole("max_subset", self.max_subset, 1, 10_000_000)
         for name in ("data_root", "state_dir"):
@@ -117,7 +125,7 @@ def _parse_env(name: str, var: str, raw: str):
     text = raw.strip()
     if name in TEXT_SETTINGS:
         return text
-    if name == "max_subset" and text.lower() in ("", "none"):
+    if name in OPTIONAL_SETTINGS and text.lower() in ("", "none"):
         return None
     try:
         return int(text)
@@ -142,6 +150,7 @@ def _read_toml(path_text: str) -> dict:
             f"{CONFIG_FILE_VAR}: unknown setting {unknown[0]!r} in {path}; "
             f"known settings are {', '.join(SETTINGS_HELP)}"
         )
-    if data.get("max_subset") == "none":
-        data["max_subset"] = None
+    for name in OPTIONAL_SETTINGS:
+        if data.get(name) == "none":
+            data[name] = None
     return data

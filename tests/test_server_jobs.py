@@ -1,4 +1,5 @@
 import os
+import re
 import signal
 import threading
 import time
@@ -155,6 +156,27 @@ def test_a_session_may_have_only_so_many_jobs_waiting(make_manager):
     assert manager.cancel(first, "a")
     wait_until(lambda: manager.get(first).finished)
     manager.submit("a", run_spec(5))
+
+
+def test_the_whole_queue_is_capped_with_one_line_that_gives_the_wait(make_manager, settings):
+    settings.max_queued_total = 2
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(running).status == "running")  # the running job is not waiting
+    manager.submit("b", run_spec(2))
+    manager.submit("c", run_spec(3))
+    with pytest.raises(ConfigError) as refused:
+        manager.submit("d", run_spec(4))
+    message = str(refused.value)
+    assert re.fullmatch(
+        r"the class queue is full: 2 jobs are waiting \(this server allows 2\) and the current wait is about "
+        r"\d+\.\d (s|min); try again later",
+        message,
+    ), message
+    runner.release.set()
+    wait_until(lambda: manager.queue_length() == 0)
+    manager.submit("d", run_spec(4))
 
 
 def test_cancel_a_queued_job(make_manager):

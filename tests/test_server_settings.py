@@ -35,6 +35,15 @@ def test_max_subset_none_means_no_limit():
     assert Settings.from_env({"AMP_LAB_MAX_SUBSET": ""}).max_subset is None
 
 
+def test_the_whole_queue_is_uncapped_unless_the_instructor_sets_a_cap(tmp_path):
+    assert Settings().max_queued_total is None
+    assert Settings.from_env({"AMP_LAB_MAX_QUEUED_TOTAL": " 30 "}).max_queued_total == 30
+    assert Settings.from_env({"AMP_LAB_MAX_QUEUED_TOTAL": "none"}).max_queued_total is None
+    config_file = tmp_path / "amp_lab.toml"
+    config_file.write_text("max_queued_total = 12\n")
+    assert Settings.from_env({"AMP_LAB_CONFIG": str(config_file)}).max_queued_total == 12
+
+
 def test_toml_file_is_read_and_environment_overrides_it(tmp_path):
     config_file = tmp_path / "amp_lab.toml"
     config_file.write_text('max_epochs = 7\nmax_batch_size = 1024\ndata_root = "/data/c10"\n')
@@ -54,6 +63,8 @@ def test_toml_file_is_read_and_environment_overrides_it(tmp_path):
         ("AMP_LAB_MAX_BATCH_SIZE", "10000000", "AMP_LAB_MAX_BATCH_SIZE"),
         ("AMP_LAB_MAX_QUEUED_PER_SESSION", "-1", "AMP_LAB_MAX_QUEUED_PER_SESSION"),
         ("AMP_LAB_MAX_SUBSET", "lots", "AMP_LAB_MAX_SUBSET"),
+        ("AMP_LAB_MAX_QUEUED_TOTAL", "0", "AMP_LAB_MAX_QUEUED_TOTAL"),
+        ("AMP_LAB_MAX_QUEUED_TOTAL", "many", "AMP_LAB_MAX_QUEUED_TOTAL"),
         ("AMP_LAB_DEVICE", "gpu", "AMP_LAB_DEVICE"),
         ("AMP_LAB_STATE_DIR", "  ", "AMP_LAB_STATE_DIR"),
     ],
@@ -110,6 +121,7 @@ def test_describe_lists_every_setting_with_its_variable():
         "max_epochs",
         "max_batch_size",
         "max_queued_per_session",
+        "max_queued_total",
         "max_subset",
         "data_root",
         "state_dir",
