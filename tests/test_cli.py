@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from trainer.cli import main
 
@@ -53,6 +54,17 @@ def test_missing_cifar10_offline_exits_1_and_suggests_synthetic(tmp_path, capsys
     assert main(["run", "--data", "cifar10", "--data-root", str(root), "--device", "cpu", "--subset", "32"]) == 1
     line = _one_line(capsys.readouterr().err)
     assert "synthetic" in line and str(root) in line
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto uses the GPU here")
+def test_auto_on_the_cpu_says_in_one_line_when_the_driver_sees_a_gpu(tmp_path, capsys, monkeypatch):
+    import trainer.capabilities
+
+    monkeypatch.setattr(trainer.capabilities, "unseen_gpu_note", lambda: "the NVIDIA driver 535 sees 1 GPU, but ...")
+    assert main(["run", "--data", "cifar10", "--data-root", str(tmp_path), "--subset", "32"]) == 1
+    warning, error = capsys.readouterr().err.splitlines()
+    assert warning == "python -m trainer: warning: the NVIDIA driver 535 sees 1 GPU, but ..."
+    assert error.startswith("python -m trainer: error:")
 
 
 def test_help_documents_the_exit_statuses():

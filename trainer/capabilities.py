@@ -20,6 +20,9 @@ ALL_MODES = PRECISIONS + WHOLE_MODEL_MODES
 DEVICE_TYPES = ("cpu", "cuda")
 TF32_MIN_CAPABILITY = (8, 0)  # TF32 Tensor Core math arrived with Ampere (NVIDIA's A100 whitepaper)
 
+# The oldest Linux driver each CUDA major version runs on (NVIDIA's CUDA minor version compatibility table).
+MIN_DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
 CPU_FP16_WARNING = (
     "amp-fp16 on a CPU runs fp16 kernels without hardware support: expect it to be tens of times "
     "slower than fp32 here. Use amp-bf16 on a CPU."
@@ -48,6 +51,31 @@ def resolve_device(name: str) -> torch.device:
     if index >= torch.cuda.device_count():
         raise UnsupportedModeError(f"there is no GPU {index}: this machine has {torch.cuda.device_count()}")
     return torch.device("cuda", index)
+
+
+def unseen_gpu_note(pynvml=None) -> str | None:
+    """One line when the NVIDIA driver sees a GPU that this PyTorch cannot use, else None (no CUDA context).
+
+    A wheel built for a newer CUDA than the driver supports reports no GPU, so `auto` would quietly use the CPU.
+    """
+    if torch.cuda.is_available():
+        return None
+    try:
+        if pynvml is None:
+            import pynvml
+        pynvml.nvmlInit()
+        count, driver = pynvml.nvmlDeviceGetCount(), pynvml.nvmlSystemGetDriverVersion()
+    except Exception:  # no driver library, no GPU, or pynvml's own error types: nothing to say
+        return None
+    if count == 0:
+        return None
+    driver = driver.decode() if isinstance(driver, bytes) else driver
+    seen = f"the NVIDIA driver {driver} sees {count} GPU{'s' if count > 1 else ''}, but this PyTorch"
+    if torch.version.cuda is None:
+        return f"{seen} is built without CUDA: runs use the CPU; install a CUDA build of PyTorch"
+    needed = MIN_DRIVER_FOR_CUDA.get(int(torch.version.cuda.split(".")[0]))
+    update = f"update the driver to {needed} or newer" if needed else "update the driver"
+    return f"{seen} (built for CUDA {torch.version.cuda}) cannot use them: runs use the CPU; {update}"
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,7 @@ def _run_command(args: argparse.Namespace) -> int:
     config = _config_from(args, args.precision)
     device = _check_runnable(config)
     _check_json_path(args.json)
+    _warn_if_gpu_unseen(config, device)
     from trainer.loop import run_training
 
     print(_describe(config, device.type), flush=True)
@@ -120,6 +121,7 @@ def _run_command(args: argparse.Namespace) -> int:
 def _compare_command(args: argparse.Namespace) -> int:
     baseline_config = _config_from(args, "fp32")
     device = _check_runnable(baseline_config)
+    _warn_if_gpu_unseen(baseline_config, device)
     from trainer.environment import hardware_report
     from trainer.isolated import run_isolated
 
@@ -214,6 +216,15 @@ def summary(result: RunResult) -> str:
         lines.append(f"  breakdown: waiting for data {result.data_wait_s:.2f} s, computing {result.compute_s:.2f} s")
     lines.extend(f"  warning: {w}" for w in result.warnings)
     return "\n".join(lines)
+
+
+def _warn_if_gpu_unseen(config: RunConfig, device) -> None:
+    """`auto` fell back to the CPU: say so in one line where the driver sees a GPU this torch cannot use."""
+    from trainer.capabilities import unseen_gpu_note
+
+    note = unseen_gpu_note() if config.device == "auto" and device.type == "cpu" else None
+    if note:
+        print(f"{PROG}: warning: {note}", file=sys.stderr, flush=True)
 
 
 def _error_line(message: str) -> None:
