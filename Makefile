@@ -1,8 +1,11 @@
 # Two commands for a fresh machine with Python 3.11 (pip and venv included):
 #   make run     create .venv if needed, install requirements.txt if it changed, start the app
 #                (make run ADDRESS=0.0.0.0 PORT=8080 to serve a class)
-#   make test    same set-up, then the import layers, unit tests, app tests and browser tests; stops at the
-#                first failing stage
+#   make test    same set-up, then the import layers, unit tests, app tests, the GPU kit's quick CPU run and the
+#                browser tests; stops at the first failing stage
+#   make gpu-check            the GPU acceptance kit on this machine's GPU (docs/gpu-check.md), into artifacts/gpu-check
+#   make gpu-check GPU_CHECK_ARGS="--device cpu --quick"     the same kit's wiring on a CPU, in a few minutes
+#   make gpu-check PY=python3 a machine with its own torch and no .venv (nothing is installed then)
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -15,8 +18,11 @@ PYTEST := $(PY) -m pytest
 INSTALLED := $(VENV)/.installed-requirements.txt
 APP_TESTS := tests/test_pages.py tests/test_learn_pages.py
 BROWSER_TESTS := tests/browser
+KIT_TESTS := tests/test_gpu_check.py
+GPU_CHECK_OUT ?= artifacts/gpu-check
+GPU_CHECK_ARGS ?= --device cuda
 
-.PHONY: run test install
+.PHONY: run test install gpu-check
 
 run: install
 	$(PY) serve.py --server.address $(ADDRESS) --server.port $(PORT)
@@ -25,12 +31,20 @@ test: install
 	@echo "==> import layers (.importlinter)"
 	$(VENV)/bin/lint-imports
 	@echo "==> unit tests"
-	$(PYTEST) tests --ignore=$(BROWSER_TESTS) $(addprefix --ignore=,$(APP_TESTS))
+	$(PYTEST) tests --ignore=$(BROWSER_TESTS) $(addprefix --ignore=,$(APP_TESTS) $(KIT_TESTS))
 	@echo "==> app tests"
 	$(PYTEST) $(APP_TESTS)
+	@echo "==> GPU kit, quick run on the CPU (python -m bench.gpu_check --device cpu --quick)"
+	rm -rf artifacts/gpu-check-cpu
+	$(PY) -m bench.gpu_check --out artifacts/gpu-check-cpu --device cpu --quick
+	GPU_CHECK_OUT=artifacts/gpu-check-cpu $(PYTEST) $(KIT_TESTS)
 	@echo "==> browser tests"
 	$(PYTEST) $(BROWSER_TESTS)
 	@echo "==> all test suites passed"
+
+# With PY given on the command line (a GPU machine's own python3 and torch), nothing is installed first.
+gpu-check: $(if $(filter command line,$(origin PY)),,install)
+	$(PY) -m bench.gpu_check --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
 install: $(PY)
 	@if cmp -s requirements.txt $(INSTALLED); then \
