@@ -109,6 +109,21 @@ def test_cancel_stops_the_run():
     assert len(calls) == 3
 
 
+def test_subsets_larger_than_their_split_are_said_in_the_warnings(monkeypatch):
+    real_load_split = loop.load_split
+
+    def small_splits(source, data_root, train, limit=None, seed=0):
+        return real_load_split(source, data_root, train, limit=48 if train else 24, seed=seed)
+
+    monkeypatch.setattr(loop, "load_split", small_splits)  # splits of 48 training and 24 test images
+    result = run_training(RunConfig(epochs=1, batch_size=16, subset=64, **{**TINY, "test_subset": 32}))
+    assert result.train_images == 48
+    assert result.warnings[-2:] == [
+        "a subset of 64 training images was asked for, but the training split has 48: the run trained on all 48",
+        "a test subset of 32 images was asked for, but the test split has 24: the accuracy check used all 24",
+    ]
+
+
 def test_out_of_memory_becomes_one_line_with_a_smaller_batch(monkeypatch):
     def no_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("pretend the allocator failed")

@@ -111,8 +111,25 @@ def run_training(
             f"({memory_at_failure}): try a batch size of {max(1, config.batch_size // 2)}"
         )
     result.started_at = started_at
+    result.warnings.extend(_capped_subsets(config, len(train_split), len(test_split)))
     reporter.emit("done", epoch=config.epochs, global_step=result.total_steps, total_steps=result.total_steps)
     return result
+
+
+def _capped_subsets(config: RunConfig, train_images: int, test_images: int) -> list[str]:
+    """Say so when a subset asked for more images than its split holds (the whole split was used instead)."""
+    capped = []
+    if config.subset is not None and config.subset > train_images:
+        capped.append(
+            f"a subset of {config.subset:,} training images was asked for, but the training split has "
+            f"{train_images:,}: the run trained on all {train_images:,}"
+        )
+    if config.test_subset is not None and config.test_subset > test_images:
+        capped.append(
+            f"a test subset of {config.test_subset:,} images was asked for, but the test split has "
+            f"{test_images:,}: the accuracy check used all {test_images:,}"
+        )
+    return capped
 
 
 @dataclass
