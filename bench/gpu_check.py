@@ -15,6 +15,7 @@ import datetime as dt
 import json
 import math
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -165,6 +166,7 @@ class Kit:
         summary = self.records[-1]
         summary.started_at = _now()
         self.finish(summary, "ok", None)
+        shutil.rmtree(self.work, ignore_errors=True)
         failed = [r for r in self.records if r.status in ("failed", "timed out")]
         print(f"==> done in {time.monotonic() - self.clock:.0f} s: {len(failed)} step(s) failed or timed out; "
               f"wrote {self.out / JSON_NAME} and {self.out / MD_NAME}", flush=True)

@@ -9,14 +9,26 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from bench.cuda_only import is_gpu_only
-from bench.gpu_check import JSON_NAME, MD_NAME, NO_GPU, STEPS, make_plan, read_junit, render_markdown
+from bench.gpu_check import (
+    JSON_NAME,
+    MD_NAME,
+    NO_GPU,
+    STEPS,
+    Kit,
+    _md_memory,
+    make_plan,
+    read_junit,
+    render_markdown,
+)
 from bench.gpu_env import tf32_defaults
 from trainer.config import PRECISIONS
+from trainer.errors import TrainerError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,27 +114,50 @@ def test_read_junit_counts_and_failures(tmp_path):
 
 
 class _Mark:
-    def __init__(self, reason):
-        self.kwargs = {"reason": reason}
+    def __init__(self, condition, reason):
+        self.args, self.kwargs = (condition,), {"reason": reason}
 
 
 class _Item:
-    def __init__(self, *reasons):
-        self.marks = [_Mark(r) for r in reasons]
+    def __init__(self, *marks):
+        self.marks = [_Mark(*mark) for mark in marks]
 
     def iter_markers(self, name):
         return iter(self.marks) if name == "skipif" else iter(())
 
 
-@pytest.mark.parametrize("reasons, gpu_only", [
-    (("needs a CUDA GPU",), True),
-    (("needs a CUDA device",), True),
-    (("needs a machine without an NVIDIA driver",), False),
-    (("amp-fp16 is restricted only on a CPU",), False),
-    ((), False),
+@pytest.mark.parametrize("cuda", [False, True])
+@pytest.mark.parametrize("skips, reason, gpu_only", [
+    ("without a GPU", "needs a CUDA GPU", True),
+    ("without a GPU", "needs a CUDA device", True),
+    ("on a GPU", "auto uses the GPU here", False),  # a CPU test that names the GPU
+    ("on a GPU", "needs a machine without an NVIDIA driver", False),
+    ("never here", "malloc tuning needs glibc", False),
 ])
-def test_cuda_only_selects_the_suites_gpu_only_tests(reasons, gpu_only):
-    assert is_gpu_only(_Item(*reasons)) is gpu_only
+def test_cuda_only_selects_the_suites_gpu_only_tests(cuda, skips, reason, gpu_only):
+    condition = {"without a GPU": not cuda, "on a GPU": cuda, "never here": False}[skips]
+    assert is_gpu_only(_Item((condition, reason)), cuda_available=cuda) is gpu_only
+    assert is_gpu_only(_Item(), cuda_available=cuda) is False
+
+
+def test_the_gpu_only_largest_batch_step_records_each_precision(tmp_path, monkeypatch):
+    """Step 4's GPU path, with the search faked: a found batch, a failure and a mode this GPU refuses."""
+    def fake_probe(base, precisions, should_cancel=None, runner=None):
+        (precision,) = precisions
+        if precision == "amp-fp16":
+            raise TrainerError("amp-fp16 at batch 512 failed for another reason: boom")
+        return {precision: 16384}
+
+    monkeypatch.setattr("bench.gpu_check.probe_max_batch", fake_probe)
+    kit = Kit(tmp_path, "cuda", make_plan(False, "cuda"), "test")
+    kit.supported_modes, kit.refused = ["fp32", "amp-fp16"], {"amp-bf16": "amp-bf16 needs native bfloat16"}
+    record = kit.records[3]
+    status, reason = kit.memory(record, time.monotonic() + 60)
+    probe = record.data["largest_batch"]
+    assert (status, probe["status"]) == ("failed", "failed")
+    assert probe["batch"] == {"fp32": 16384, "amp-fp16": None}
+    assert probe["notes"]["amp-bf16"] == "amp-bf16 needs native bfloat16" and "boom" in reason
+    assert "| fp32 | 16,384 |" in "\n".join(_md_memory(record.data))
 
 
 def test_tf32_defaults_are_read_without_setting_anything():
