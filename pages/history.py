@@ -7,7 +7,7 @@ from server.records import JOB_KINDS, JOB_STATUSES
 from trainer.comparison_table import format_seconds, precision_name
 from trainer.config import PRECISIONS
 from trainer.results import RunResult
-from ui import session
+from ui import jobs, session
 from ui.charts import run_labels
 from ui.experiment import subset_name
 from ui.widgets import comparison_charts, comparison_summary, when
@@ -18,22 +18,24 @@ RUNS_OFFERED = 300
 
 st.title("History")
 st.markdown(
-    "Every job on this server, newest first, from every learner: kept in the server's history file, so it "
-    "survives restarts. Jobs that failed or were cancelled show why."
+    "Your jobs, or the whole class's, newest first: kept in the server's history file, so they survive restarts. "
+    "Jobs that failed or were cancelled show why."
 )
 
 store = session.get_history()
+class_wide = jobs.whole_class("history_whose")
 kind_col, status_col, precision_col, text_col = st.columns(4)
 kind = kind_col.selectbox("Kind", (ANY, *JOB_KINDS))
 status = status_col.selectbox("Status", (ANY, *JOB_STATUSES))
 precision = precision_col.selectbox("Precision", (ANY, *PRECISIONS))
 text = text_col.text_input("Label contains", max_chars=60)
 
-jobs = store.list_jobs(
+listed = store.list_jobs(
     kind=None if kind == ANY else kind,
     status=None if status == ANY else status,
     precision=None if precision == ANY else precision,
     text=text.strip() or None,
+    session_id=None if class_wide else session.learner_id(),
     limit=JOBS_SHOWN,
 )
 
@@ -46,7 +48,7 @@ def training_times(job) -> str:
     )
 
 
-mine = set(job.id for job in session.my_jobs())
+names = jobs.owner_names()
 table = pd.DataFrame(
     [
         {
@@ -56,13 +58,14 @@ table = pd.DataFrame(
             "Reason": job.error or "",
             "Training time": training_times(job),
             "Label": job.label,
-            "Job": job.id[:8] + (" (yours)" if job.id in mine else ""),
+            "Owner": "you" if jobs.is_mine(job) else names.get(job.session_id, "a learner"),
+            "Job": job.id[:8],
         }
-        for job in jobs
+        for job in listed
     ],
-    columns=["When", "Kind", "Status", "Reason", "Training time", "Label", "Job"],
+    columns=["When", "Kind", "Status", "Reason", "Training time", "Label", "Owner", "Job"],
 )
-st.caption(f"{len(jobs)} job{'s' if len(jobs) != 1 else ''} match.")
+st.caption(f"{len(listed)} job{'s' if len(listed) != 1 else ''} match.")
 st.dataframe(table, hide_index=True, key="history-jobs")
 
 st.subheader("Compare any two runs")

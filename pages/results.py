@@ -4,7 +4,7 @@ import streamlit as st
 
 from server.history import HistoryError
 from server.records import JobView
-from ui import exports, session
+from ui import exports, jobs, session
 from ui.charts import run_labels
 from ui.choices import shown
 from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, when
@@ -17,10 +17,10 @@ mine_done = [job for job in mine if job.status == "done"]
 if mine and mine[0].status in ("failed", "cancelled"):
     st.warning(f"Your latest comparison ({mine[0].label}) {mine[0].status}: {mine[0].error}")
 
-# This session's comparisons first (newest first), then everyone's from the shared history.
-options: dict[str, JobView] = {job.id: job for job in mine_done}
-for job in store.list_jobs(kind="compare", status="done", limit=100):
-    options.setdefault(job.id, job)
+# Your comparisons (newest first); the whole class's on request; a shared link's in any case.
+class_wide = jobs.whole_class("results_whose")
+listed = jobs.mine_then_class(kind="compare", status="done", limit=100) if class_wide else mine_done
+options: dict[str, JobView] = {job.id: job for job in listed}
 
 requested = st.query_params.get("job")
 if requested is not None and requested not in options:
@@ -36,18 +36,25 @@ if requested is not None and requested not in options:
         requested = None
 
 if not options:
-    st.info("No comparison has finished on this server yet. Run one first: it takes a minute with a small subset.")
+    if class_wide:
+        st.info("No comparison has finished on this server yet. Run one first: it takes a minute with a small subset.")
+    else:
+        st.info("You have no finished comparison yet: run one (a minute with a small subset), or look at the "
+                "whole class's above.")
     st.page_link(RUN_PAGE, label="Run the experiment", icon="🧪")
     st.stop()
 
 ids = list(options)
-mine_ids = {job.id for job in mine_done}
-job_id = st.selectbox(
-    "Comparison",
-    ids,
-    index=ids.index(requested) if requested else 0,
-    format_func=lambda i: f"{when(options[i].created_at)} · {options[i].label}{' (yours)' if i in mine_ids else ''}",
-)
+names = jobs.owner_names()
+
+
+def describe(job: JobView) -> str:
+    owner = "yours" if jobs.is_mine(job) else names.get(job.session_id, "a learner")
+    return f"{when(job.created_at)} · {job.label} · {owner}"
+
+
+labels = {job_id: describe(job) for job_id, job in options.items()}  # computed once, in this run
+job_id = st.selectbox("Comparison", ids, index=ids.index(requested) if requested else 0, format_func=labels.get)
 job = options[job_id]
 results = job.results
 if len(results) < 2:

@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from test_server_history import make_job
 
 from server.history import HistoryStore
+from server.identity import LearnerStore
 
 JOB_TIMEOUT_S = 120
 HAS_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
@@ -126,9 +127,30 @@ def test_fp16_on_a_cpu_needs_a_subset_and_carries_a_warning(app):
 
 def test_results_and_history_pages_before_any_job(app):
     open_page(app, "results")
-    assert any("No comparison has finished" in i for i in texts(app.info))
+    assert any("You have no finished comparison yet" in i for i in texts(app.info))
+    app.radio(key="results_whose").set_value("Whole class").run()
+    assert any("No comparison has finished on this server" in i for i in texts(app.info))
     open_page(app, "history")
-    assert app.caption[0].value == "0 jobs match."
+    assert "0 jobs match." in texts(app.caption)
+
+
+def test_results_and_history_show_mine_first_and_the_class_with_owners(app, state_dir):
+    store = HistoryStore(state_dir / "history.sqlite3")
+    learners = LearnerStore(store)
+    other, _ = learners.create("Grace")
+    me = app.session_state["amp_lab_learner"]
+    store.save_job(make_job("a" * 32, label="the other learner's", session_id=other.id, created_at=time.time()))
+    store.save_job(make_job("b" * 32, label="mine", session_id=me.id, created_at=time.time() - 60))
+    open_page(app, "results")
+    assert app.selectbox[0].options == [f"{app.selectbox[0].options[0].split(' · ')[0]} · mine · yours"]
+    app.radio(key="results_whose").set_value("Whole class").run()
+    assert [o.split(" · ", 1)[1] for o in app.selectbox[0].options] == ["mine · yours", "the other learner's · Grace"]
+
+    open_page(app, "history")
+    assert "1 job match." in texts(app.caption)
+    assert app.dataframe[0].value["Owner"].tolist() == ["you"]
+    app.radio(key="history_whose").set_value("Whole class").run()
+    assert app.dataframe[0].value["Owner"].tolist() == ["Grace", "you"]
 
 
 def test_results_page_refuses_an_unknown_job_in_the_address(app):
@@ -195,7 +217,7 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
     open_page(app, "history")
     jobs = app.dataframe[0].value
     assert jobs["Status"].tolist() == ["done"]
-    assert jobs["Job"].tolist()[0].endswith("(yours)")
+    assert jobs["Owner"].tolist() == ["you"]
     assert app.table[0].value["Metric"].tolist()[0] == "Training time (1 epoch)"
     assert len(charts(app)) == 5
 

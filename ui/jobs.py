@@ -40,6 +40,16 @@ def is_mine(job: JobView) -> bool:
     return job.session_id == session.learner_id()
 
 
+def whole_class(key: str) -> bool:
+    """A "Mine / Whole class" choice, "Mine" first; True when the learner asks for the whole class."""
+    return st.radio("Whose", ("Mine", "Whole class"), horizontal=True, key=key) == "Whole class"
+
+
+def owner_names() -> dict[str, str]:
+    """Display names by learner id, for the owner of a job."""
+    return session.get_learners().names()
+
+
 def mine_then_class(
     kind: str | None = None, status: str | None = None, precision: str | None = None, limit: int = 50
 ) -> list[JobView]:
