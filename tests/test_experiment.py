@@ -1,5 +1,7 @@
 """The experiment page's logic: what this hardware and these limits offer, and the job the Run button submits."""
 
+import pytest
+
 from server.settings import Settings
 from trainer.environment import HardwareReport
 from ui.experiment import (
@@ -48,6 +50,22 @@ def test_choices_follow_the_instructors_limits():
     assert choices["batch_size"].allowed == BATCH_SIZES[:5] and choices["batch_size"].default == 256
     assert choices["subset"].allowed == (256, 512, 1024, 2048, 5000) and choices["subset"].default == 5000
     assert choices["data"].allowed == ("synthetic",)
+
+
+@pytest.mark.parametrize(
+    "limits",
+    [{"max_epochs": 1}, {"max_batch_size": 1}, {"max_batch_size": 16}, {"max_batch_size": 100}, {"max_subset": 1},
+     {"max_subset": 300}, {"max_epochs": 1, "max_batch_size": 16, "max_subset": 100}],
+    ids=lambda limits: ",".join(f"{k}={v}" for k, v in limits.items()),
+)
+def test_every_choice_offered_under_any_limit_is_accepted_by_the_server(limits):
+    settings = Settings(**limits)
+    choices = experiment_choices(settings, CPU, cifar10_ok=False)
+    defaults = {param: choice.default for param, choice in choices.items()}
+    for param in ("epochs", "batch_size", "subset"):
+        for allowed in choices[param].allowed:
+            for run in comparison_spec({**defaults, param: allowed}).runs:
+                settings.check(run)  # raises ConfigError if the page offered what the server refuses
 
 
 def test_default_choices_are_the_labs_settings():

@@ -89,6 +89,18 @@ def test_instructor_limits_cap_the_sliders(app, monkeypatch):
     assert limits.loc[limits["Limit"] == "most epochs one run may train", "Value"].tolist() == ["3"]
 
 
+def test_a_batch_limit_below_the_usual_choices_is_offered_and_accepted(app, monkeypatch):
+    monkeypatch.setenv("AMP_LAB_MAX_BATCH_SIZE", "16")
+    for key, value in TINY.items():
+        if key != "run_batch_size":
+            app.session_state[key] = value
+    open_page(app, "run_experiment")
+    batch = app.select_slider(key="run_batch_size")
+    assert batch.options == ["16"] and batch.value == 16
+    app.button[0].click().run()  # Run
+    assert not app.exception and not app.error, texts(app.error)
+
+
 def test_out_of_range_values_in_session_state_are_refused(app):
     app.session_state["run_epochs"] = 99
     app.session_state["run_batch_size"] = 100

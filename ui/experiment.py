@@ -48,7 +48,7 @@ def default_amp(report: HardwareReport, offered: tuple[str, ...]) -> str:
 def experiment_choices(settings: Settings, report: HardwareReport, cifar10_ok: bool) -> dict[str, Choice]:
     """Every setting of the experiment page, limited by the instructor's settings and this hardware."""
     epochs = tuple(e for e in EPOCH_CHOICES if e <= settings.max_epochs)
-    batches = tuple(b for b in BATCH_SIZES if b <= settings.max_batch_size) or (BATCH_SIZES[0],)
+    batches = tuple(b for b in BATCH_SIZES if b <= settings.max_batch_size) or (settings.max_batch_size,)
     subsets = SUBSETS
     if settings.max_subset is not None:
         subsets = tuple(s for s in SUBSETS if s is not None and s <= settings.max_subset) or (settings.max_subset,)
