@@ -12,7 +12,8 @@ PRECISION_NAMES = {"fp32": "FP32", "tf32": "TF32", "amp-fp16": "AMP (fp16)", "am
 MEMORY_SHORT_NAMES = {
     "torch_max_allocated": "PyTorch allocated",
     "torch_max_reserved": "PyTorch reserved",
-    "nvml_device_used": "GPU in use (nvidia-smi)",
+    "nvml_process_used": "GPU, this process (nvidia-smi)",
+    "nvml_device_used": "GPU in use, all processes (nvidia-smi)",
     "process_rss_growth": "Process RSS growth",
 }
 COLUMNS_METRIC, COLUMNS_CHANGE = "Metric", "Improvement"
