@@ -8,10 +8,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from server.presets import parse_presets
 from trainer.config import DEVICES, MAX_BATCH_SIZE, MAX_EPOCHS, RunConfig
 from trainer.errors import ConfigError
 
 CONFIG_FILE_VAR = "AMP_LAB_CONFIG"
+MIN_PASSWORD_CHARS = 12  # there is no default password: an instructor who wants one picks a long one
 
 # Field -> (environment variable, what it means); the README and the app list these rows.
 SETTINGS_HELP = {
@@ -29,9 +31,19 @@ SETTINGS_HELP = {
     "data_root": ("AMP_LAB_DATA_ROOT", "folder holding (or receiving) the CIFAR-10 download"),
     "state_dir": ("AMP_LAB_STATE_DIR", "folder for the job history (history.sqlite3)"),
     "device": ("AMP_LAB_DEVICE", "device the jobs run on: auto (CUDA if present), cuda or cpu"),
+    "presets": ("AMP_LAB_PRESETS", "where every Run page starts, as a link's query: epochs=1&batch_size=128&subset=2048"),
+    "instructor_password": (
+        "AMP_LAB_INSTRUCTOR_PASSWORD",
+        f"opens the instructor console; at least {MIN_PASSWORD_CHARS} characters; empty = no password sign-in",
+    ),
+    "instructor_emails": (
+        "AMP_LAB_INSTRUCTOR_EMAILS",
+        "signed-in users (comma-separated emails) who get the instructor console",
+    ),
 }
-TEXT_SETTINGS = ("data_root", "state_dir", "device")
+TEXT_SETTINGS = ("data_root", "state_dir", "device", "presets", "instructor_password", "instructor_emails")
 OPTIONAL_SETTINGS = ("max_queued_total", "max_subset")  # None = no limit
+SECRET_SETTINGS = ("instructor_password",)  # never shown, only whether they are set
 
 
 @dataclass
@@ -46,6 +58,9 @@ class Settings:
     state_dir: str = "./state"
     device: str = "auto"  # auto | cpu | cuda
     max_queued_total: int | None = None  # None = no limit
+    presets: str = ""  # the Run page's starting settings, e.g. "epochs=1&batch_size=128"
+    instructor_password: str = ""  # empty: no password sign-in to the console
+    instructor_emails: str = ""  # comma-separated; signed-in users with these emails get the console
 
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
@@ -61,6 +76,18 @@ class Settings:
                 raise ConfigError(f"{_source(name)} must be a folder path, got {value!r}")
         if self.device not in DEVICES:
             raise ConfigError(f"{_source('device')} must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        try:
+            parse_presets(self.presets)
+        except ConfigError as err:
+            raise ConfigError(f"{_source('presets')}: {err}") from None
+        if self.instructor_password and len(self.instructor_password) < MIN_PASSWORD_CHARS:
+            raise ConfigError(f"{_source('instructor_password')} must have at least {MIN_PASSWORD_CHARS} characters")
+        if isinstance(self.instructor_emails, (list, tuple)):  # a TOML list
+            self.instructor_emails = ",".join(self.instructor_emails)
+
+    @property
+    def instructor_email_set(self) -> frozenset[str]:
+        return frozenset(e.strip().lower() for e in self.instructor_emails.split(",") if e.strip())
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
@@ -107,7 +134,13 @@ class Settings:
 
     def describe(self) -> list[tuple[str, str, object, str]]:
         """Rows of (setting, environment variable, current value, meaning) for the README and the app."""
-        return [(name, var, getattr(self, name), meaning) for name, (var, meaning) in SETTINGS_HELP.items()]
+        return [(name, var, self._shown(name), meaning) for name, (var, meaning) in SETTINGS_HELP.items()]
+
+    def _shown(self, name: str) -> object:
+        value = getattr(self, name)
+        if name in SECRET_SETTINGS:
+            return "set (hidden)" if value else "not set"
+        return value
 
 
 def _source(name: str) -> str:

@@ -126,6 +126,32 @@ def test_describe_lists_every_setting_with_its_variable():
         "data_root",
         "state_dir",
         "device",
+        "presets",
+        "instructor_password",
+        "instructor_emails",
     }
     assert ("max_epochs", "AMP_LAB_MAX_EPOCHS", 9) == rows[0][:3]
+
     assert all(var.startswith("AMP_LAB_") and meaning for _, var, _, meaning in rows)
+
+
+def test_the_instructor_password_is_never_shown_and_never_short():
+    shown = dict((row[0], row[2]) for row in Settings(instructor_password="a long enough secret").describe())
+    assert shown["instructor_password"] == "set (hidden)"
+    assert dict((row[0], row[2]) for row in Settings().describe())["instructor_password"] == "not set"
+    with pytest.raises(ConfigError, match="at least 12 characters"):
+        Settings.from_env({"AMP_LAB_INSTRUCTOR_PASSWORD": "secret"})
+
+
+def test_instructor_emails_from_a_list_or_commas():
+    assert Settings(instructor_emails=["A@x.org", "b@x.org"]).instructor_email_set == {"a@x.org", "b@x.org"}
+    assert Settings.from_env({"AMP_LAB_INSTRUCTOR_EMAILS": " a@x.org, ,b@x.org"}).instructor_email_set == {
+        "a@x.org", "b@x.org"}
+
+
+@pytest.mark.parametrize("text, problem", [("epochs=1&colour=red", "unknown preset 'colour'"),
+                                           ("epochs=1&epochs=2", "given twice"), ("epochs", "name=value pairs")])
+def test_bad_presets_are_refused_at_start_with_one_line(text, problem):
+    with pytest.raises(ConfigError, match=problem):
+        Settings.from_env({"AMP_LAB_PRESETS": text})
+    assert Settings(presets="epochs=1&batch_size=128").presets == "epochs=1&batch_size=128"

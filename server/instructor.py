@@ -1,0 +1,115 @@
+"""What the instructor's console needs from the server: who may open it, the class's results in one table, and
+how long the queue will take."""
+
+from __future__ import annotations
+
+import hmac
+import statistics
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from server.history import HistoryStore
+from server.records import JobView
+from trainer.comparison_table import MEMORY_SHORT_NAMES
+from trainer.results import compare
+
+FREE_TRIES = 3  # wrong passwords before the console starts making people wait
+MAX_WAIT_S = 300.0
+CLASS_RESULTS_SCANNED = 2000  # finished comparisons read for the class table, newest first
+RECENT_JOBS_FOR_CAPACITY = 30
+
+
+class PasswordGate:
+    """Checks the instructor's password. After FREE_TRIES wrong tries in a row, each further try must wait twice
+    as long as the last (2, 4, 8 ... s, at most MAX_WAIT_S): guessing becomes hopeless, a typo costs seconds.
+    Counted for the whole server, since a guesser can open as many learner sessions as they like."""
+
+    def __init__(self, password: str, clock: Callable[[], float] = time.monotonic):
+        self._password = password.encode("utf-8")
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._next_try_at = 0.0
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._password)
+
+    def check(self, attempt: str) -> tuple[bool, str]:
+        """(True, "") for the right password; else (False, one line saying why, and how long to wait)."""
+        if not self.enabled:
+            return False, "this server has no instructor password; the instructor signs in with an allowed email"
+        with self._lock:
+            wait = self._next_try_at - self._clock()
+            if wait > 0:
+                return False, f"too many wrong tries: wait {wait:.0f} s before the next one"
+            if hmac.compare_digest(attempt.encode("utf-8"), self._password):
+                self._failures = 0
+                return True, ""
+            self._failures += 1
+            extra = self._failures - FREE_TRIES
+            if extra <= 0:
+                return False, "wrong password"
+            delay = min(MAX_WAIT_S, 2.0**extra)
+            self._next_try_at = self._clock() + delay
+            return False, f"wrong password; the next try is possible in {delay:.0f} s"
+
+
+@dataclass
+class ClassRow:
+    """One learner's latest finished comparison."""
+
+    learner: str
+    when: float
+    device: str
+    baseline: str
+    candidate: str
+    speedup: float
+    memory_figure: str
+    memory_saving_pct: float | None
+    baseline_accuracy: float | None
+    candidate_accuracy: float | None
+    job_id: str
+
+
+def class_results(store: HistoryStore, names: dict[str, str]) -> list[ClassRow]:
+    """Each learner's latest finished comparison, newest first."""
+    latest: dict[str, JobView] = {}
+    for job in store.list_jobs(kind="compare", status="done", limit=CLASS_RESULTS_SCANNED):
+        if len(job.results) >= 2:
+            latest.setdefault(job.session_id, job)  # newest first, so the first seen is the latest
+    return [_row(job, names.get(owner, "a learner")) for owner, job in latest.items()]
+
+
+def _row(job: JobView, learner: str) -> ClassRow:
+    baseline, candidate = job.results[:2]
+    comparison = compare(baseline, candidate)
+    memory_key = next(iter(comparison.memory_reduction_pct), None)
+    return ClassRow(
+        learner=learner,
+        when=job.finished_at or job.created_at,
+        device=str(candidate.environment.get("device_name", "?")),
+        baseline=baseline.precision,
+        candidate=candidate.precision,
+        speedup=comparison.speedup,
+        memory_figure=MEMORY_SHORT_NAMES.get(memory_key, memory_key or "-"),
+        memory_saving_pct=comparison.memory_reduction_pct.get(memory_key) if memory_key else None,
+        baseline_accuracy=baseline.test_accuracy,
+        candidate_accuracy=candidate.test_accuracy,
+        job_id=job.id,
+    )
+
+
+def comparisons_per_hour(store: HistoryStore, workers: int) -> float | None:
+    """Learners one server serves per hour, one comparison each: from this server's recent comparisons' wall
+    times (queue waits left out), times its workers; None until it has run one."""
+    seconds = [
+        job.finished_at - job.started_at
+        for job in store.list_jobs(kind="compare", status="done", limit=RECENT_JOBS_FOR_CAPACITY)
+        if job.started_at and job.finished_at and job.finished_at > job.started_at
+    ]
+    if not seconds:
+        return None
+    return workers * 3600.0 / statistics.median(seconds)
