@@ -1,6 +1,6 @@
 """The GPU acceptance kit: one command that runs the class-server path on a GPU and writes what it found.
 
-    python -m bench.gpu_check --out DIR [--quick] [--device cuda|cpu] [--budget SECONDS]
+    python -m bench.gpu_check --out DIR [--quick] [--device cuda|cpu] [--budget SECONDS] [--only N,...]
 
 Steps, in order, each bounded in time and each written to DIR/gpu-check.json and DIR/gpu-check.md as soon as it
 ends (a failed step records its error and the kit goes on): 1 environment, 2 the CUDA-only tests, 3 the lab
@@ -11,11 +11,15 @@ docs/gpu-check.md for what each figure means and how long the full plan takes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
+import os
 import shlex
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,7 +31,7 @@ from pathlib import Path
 
 from bench.run_bench import Row, format_table, format_targets
 from server.batch_probe import probe_max_batch
-from trainer.child_process import REPO_ROOT, ChildProcessError, run_python, run_python_json
+from trainer.child_process import REPO_ROOT, ChildProcessError
 from trainer.config import PRECISIONS, RunConfig
 from trainer.errors import CancelledError, TrainerError
 from trainer.isolated import run_isolated
@@ -62,6 +66,7 @@ class Plan:
     lab_test_subset: int | None  # None: all 10,000 test images
     lab_batch_size: int
     lab_warmup_steps: int
+    lab_dataloader_modes: tuple[str, ...] | None  # the modes also run with the lab's DataLoader; None: every mode
     workers: int  # DataLoader workers in steps 3 and 5
     probe_precisions: tuple[str, ...]  # step 4; tf32 keeps fp32 tensors, so its footprint is fp32's
     bench_args: tuple[str, ...]  # step 5, passed to python -m bench.run_bench
@@ -78,22 +83,26 @@ def make_plan(quick: bool, device_type: str) -> Plan:
     if not quick:
         return Plan(
             name="full", budget_s=540.0,
-            step_caps_s={"environment": 60, "cuda_tests": 150, "lab_workload": 210, "memory": 150,
-                         "benchmark": 180, "app": 150},
-            lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5, workers=4,
-            probe_precisions=("fp32", "amp-fp16", "amp-bf16"),
-            bench_args=("--subset", "25600", "--epochs", "1", "--repeats", "2", "--workers", "4"),
+            step_caps_s={"environment": 60, "cuda_tests": 150, "lab_workload": 210, "memory": 120,
+                         "benchmark": 150, "app": 120},
+            lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5,
+            lab_dataloader_modes=None, workers=4,
+            # Each try of the search is a fresh process; amp-bf16 keeps the same 16-bit activations as amp-fp16.
+            probe_precisions=("fp32", "amp-fp16"),
+            # A GPU run is mostly process start, so one repeat of 200 steps; raise --repeats when time allows.
+            bench_args=("--subset", "25600", "--epochs", "2", "--repeats", "1", "--workers", "4"),
             app_amp=amp, app_subset=12800, app_epochs=2,
         )
     # The quick plan runs inside `make test` on 2 cores, where a fresh process costs more than its training: a few
-    # small batches per run (fp16, and bf16 without AMX, are tens of times slower than fp32 on a CPU), and only
-    # fp32 in the CPU bench.
+    # small batches per run (fp16, and bf16 without AMX, are tens of times slower than fp32 on a CPU), the DataLoader
+    # path once (fp32), and only fp32 in the CPU bench.
     bench_modes = () if on_gpu else ("--modes", "fp32")
     return Plan(
         name="quick", budget_s=290.0,
-        step_caps_s={"environment": 45, "cuda_tests": 120, "lab_workload": 120, "memory": 120, "benchmark": 100,
+        step_caps_s={"environment": 45, "cuda_tests": 120, "lab_workload": 120, "memory": 60, "benchmark": 130,
                      "app": 90},
-        lab_epochs=1, lab_subset=96, lab_test_subset=32, lab_batch_size=32, lab_warmup_steps=1, workers=2,
+        lab_epochs=1, lab_subset=96, lab_test_subset=32, lab_batch_size=32, lab_warmup_steps=1,
+        lab_dataloader_modes=("fp32",), workers=2,
         probe_precisions=("amp-fp16",),
         bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
                     "--test-subset", "32", *bench_modes),
@@ -128,11 +137,12 @@ class StepTimeout(Exception):
 class Kit:
     """Runs the steps in order against one deadline and writes both files after each of them."""
 
-    def __init__(self, out: Path, device_type: str, plan: Plan, command: str):
+    def __init__(self, out: Path, device_type: str, plan: Plan, command: str, only: set[int] | None = None):
         self.out = out
         self.device_type = device_type
         self.plan = plan
         self.command = command
+        self.only = only  # step numbers to run (--only); None: all
         self.work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
         self.started = dt.datetime.now(dt.timezone.utc)
         self.clock = time.monotonic()
@@ -147,6 +157,9 @@ class Kit:
     def run(self) -> int:
         out_of_time = f"out of time: the kit's budget of {self.plan.budget_s:.0f} s was spent"
         for record, step in zip(self.records[:-1], self.step_functions()):
+            if self.only is not None and record.number not in self.only:
+                self.finish(record, "skipped", "not selected (--only)")
+                continue
             seconds = self.time_for(record)
             if seconds < MIN_STEP_S:
                 self.finish(record, "skipped", out_of_time)
@@ -177,7 +190,7 @@ class Kit:
 
     def time_for(self, record: StepRecord) -> float:
         """This step's cap, or less when the budget must still leave a reserve for each step after it."""
-        later = len(self.records) - 1 - record.number
+        later = sum(1 for r in self.records[record.number:-1] if self.only is None or r.number in self.only)
         left = self.deadline - time.monotonic() - later * RESERVE_PER_STEP_S
         return max(0.0, min(self.plan.step_caps_s[record.name], left))
 
@@ -240,20 +253,22 @@ class Kit:
                                     "test_subset": plan.lab_test_subset, "batch_size": plan.lab_batch_size,
                                     "warmup_steps": plan.lab_warmup_steps, "workers": plan.workers},
                        "rows": rows}
-        runs_left = 2 * len(PRECISIONS)
+        runs = [("resident", precision) for precision in PRECISIONS]
+        runs += [("dataloader", precision) for precision in PRECISIONS
+                 if plan.lab_dataloader_modes is None or precision in plan.lab_dataloader_modes]
+        runs_left = len(runs)
         # The resident loader first: its runs are short, so the GPU's own figures are in even if time runs out.
-        for loader in ("resident", "dataloader"):
-            for precision in PRECISIONS:
-                row = {"precision": precision, "loader": loader}
-                rows.append(row)
-                if self.supported_modes is not None and precision not in self.supported_modes:
-                    row.update(status="skipped", reason=self.refusal(precision))
-                elif time.monotonic() > deadline - MIN_STEP_S:
-                    row.update(status="timed out", reason="the step's time ran out before this run")
-                else:
-                    row.update(self.lab_run(record, precision, loader, self.run_deadline(deadline, runs_left)))
-                runs_left -= 1
-                self.write()
+        for loader, precision in runs:
+            row = {"precision": precision, "loader": loader}
+            rows.append(row)
+            if self.supported_modes is not None and precision not in self.supported_modes:
+                row.update(status="skipped", reason=self.refusal(precision))
+            elif time.monotonic() > deadline - MIN_STEP_S:
+                row.update(status="timed out", reason="the step's time ran out before this run")
+            else:
+                row.update(self.lab_run(record, precision, loader, self.run_deadline(deadline, runs_left)))
+            runs_left -= 1
+            self.write()
         for row in rows:
             result = self.lab_results.get((row["precision"], row["loader"]))
             baseline = self.lab_results.get(("fp32", row["loader"]))
@@ -380,7 +395,7 @@ class Kit:
 
     def app(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         plan = self.plan
-        job_s = max(10.0, deadline - time.monotonic() - 45)  # the page, Streamlit's import included, needs the rest
+        job_s = max(10.0, deadline - time.monotonic() - 35)  # the page, Streamlit's import included, needs the rest
         args = ["-m", "bench.app_check", "--device", self.device_type, "--state-dir", str(self.work / "app"),
                 "--amp", plan.app_amp, "--subset", str(plan.app_subset), "--epochs", str(plan.app_epochs),
                 "--timeout", f"{job_s:.0f}"]
@@ -575,27 +590,42 @@ def _md_app(data: dict) -> list[str]:
 # ---- small helpers -------------------------------------------------------------------------------
 
 
-def _child(args: list[str], deadline: float):
-    """`python ARGS` from the repository root, bounded by `deadline`; StepTimeout when it runs past it."""
+def _child(args: list[str], deadline: float) -> subprocess.CompletedProcess:
+    """`python ARGS` from the repository root in a process group of its own, bounded by `deadline`.
+
+    trainer.child_process.run_python, except that running out of time stops the whole group: a benchmark's runs,
+    pytest's tests and DataLoader workers would otherwise run on and share the device with the next step.
+    """
     seconds = deadline - time.monotonic()
     if seconds < 1:
         raise StepTimeout("the step's time ran out")
+    child = subprocess.Popen([sys.executable, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             cwd=REPO_ROOT, start_new_session=True)
     try:
-        return run_python(args, timeout_s=seconds)
-    except ChildProcessError as err:
-        raise StepTimeout(f"python {' '.join(args[:2])} {err}") from None
+        out, err = child.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        _stop_group(child)
+        raise StepTimeout(f"python {' '.join(args[:2])} timed out after {seconds:.0f} s") from None
+    except BaseException:  # Ctrl-C included: nothing the kit started outlives it
+        _stop_group(child)
+        raise
+    return subprocess.CompletedProcess(child.args, child.returncode, out, err)
+
+
+def _stop_group(child: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.communicate(timeout=10)
 
 
 def _json_child(args: list[str], deadline: float):
-    seconds = deadline - time.monotonic()
-    if seconds < 1:
-        raise StepTimeout("the step's time ran out")
-    try:
-        return run_python_json(args, timeout_s=seconds)
-    except ChildProcessError as err:
-        if "timed out" in str(err):
-            raise StepTimeout(f"python {' '.join(args[:2])} {err}") from None
-        raise
+    """The JSON value on the last line the child printed (as trainer.child_process.run_python_json reads it)."""
+    done = _child(args, deadline)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise ChildProcessError(f"python {' '.join(args[:2])} exit code {done.returncode}: {_tail(done.stderr)}")
+    return json.loads(lines[-1])
 
 
 def _worst(rows: list[dict]) -> tuple[str, str | None]:
@@ -654,14 +684,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=float, default=None,
                         help="seconds for the whole kit (default: 540 full, 290 quick); later steps are skipped "
                              "past it")
+    parser.add_argument("--only", default=None, metavar="N[,N...]",
+                        help="run only these steps (1-6), e.g. --only 6 to retry the app after fixing it; step 3 "
+                             "feeds step 4's memory picture")
     args = parser.parse_args(argv)
+    only = None
+    if args.only is not None:
+        try:
+            only = {int(n) for n in args.only.split(",") if n.strip()}
+        except ValueError:
+            parser.error(f"--only takes step numbers such as 3,5, got {args.only!r}")
+        if not only or not only <= set(range(1, len(STEPS))):
+            parser.error(f"--only takes step numbers from 1 to {len(STEPS) - 1}, got {args.only!r}")
     plan = make_plan(args.quick, args.device)
     if args.budget is not None:
         if not math.isfinite(args.budget) or args.budget <= 0:
             parser.error("--budget must be a positive number of seconds")
         plan = Plan(**{**asdict(plan), "budget_s": args.budget})
     command = "python -m bench.gpu_check " + shlex.join(argv)
-    kit = Kit(Path(args.out), args.device, plan, command)
+    kit = Kit(Path(args.out), args.device, plan, command, only)
     print(f"gpu-check: {plan.name} plan on {args.device}, at most {plan.budget_s:.0f} s, writing to {args.out}",
           flush=True)
     return kit.run()

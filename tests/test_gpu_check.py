@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from bench.gpu_check import (
     STEPS,
     Kit,
     _md_memory,
+    main,
     make_plan,
     read_junit,
     render_markdown,
@@ -66,9 +68,8 @@ def test_quick_cpu_run_counts_the_training_steps_its_plan_asks_for(quick_cpu_run
     plan = report["kit"]["plan"]
     lab = next(s for s in report["steps"] if s["name"] == "lab_workload")
     ran = [r for r in lab["data"]["rows"] if r["status"] == "ok"]
-    skipped = {r["precision"] for r in lab["data"]["rows"] if r["status"] == "skipped"}
-    assert "tf32" in skipped  # a GPU-only mode
-    assert len(ran) == 2 * (len(PRECISIONS) - len(skipped))
+    assert {r["precision"] for r in lab["data"]["rows"] if r["status"] == "skipped"} >= {"tf32"}  # GPU-only
+    assert len(lab["data"]["rows"]) == len(PRECISIONS) + len(plan["lab_dataloader_modes"])
     per_run = math.ceil(plan["lab_subset"] / plan["lab_batch_size"]) * plan["lab_epochs"]
     assert lab["counts"] == {"processes": len(ran), "train_steps": per_run * len(ran),
                              "train_images": plan["lab_subset"] * plan["lab_epochs"] * len(ran)}
@@ -149,7 +150,8 @@ def test_the_gpu_only_largest_batch_step_records_each_precision(tmp_path, monkey
         return {precision: 16384}
 
     monkeypatch.setattr("bench.gpu_check.probe_max_batch", fake_probe)
-    kit = Kit(tmp_path, "cuda", make_plan(False, "cuda"), "test")
+    plan = replace(make_plan(False, "cuda"), probe_precisions=("fp32", "amp-fp16", "amp-bf16"))
+    kit = Kit(tmp_path, "cuda", plan, "test")
     kit.supported_modes, kit.refused = ["fp32", "amp-fp16"], {"amp-bf16": "amp-bf16 needs native bfloat16"}
     record = kit.records[3]
     status, reason = kit.memory(record, time.monotonic() + 60)
@@ -163,3 +165,13 @@ def test_the_gpu_only_largest_batch_step_records_each_precision(tmp_path, monkey
 def test_tf32_defaults_are_read_without_setting_anything():
     defaults = tf32_defaults()
     assert "float32_matmul_precision" in defaults and isinstance(defaults["warnings"], list)
+
+
+def test_only_runs_the_chosen_steps_and_records_the_others(tmp_path):
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--quick", "--only", "4"]) == 0
+    steps = json.loads((tmp_path / JSON_NAME).read_text())["steps"]
+    assert [(s["number"], s["status"]) for s in steps] == [
+        (1, "skipped"), (2, "skipped"), (3, "skipped"), (4, "ok"), (5, "skipped"), (6, "skipped"), (7, "ok")]
+    assert steps[0]["reason"] == "not selected (--only)"
+    with pytest.raises(SystemExit):
+        main(["--out", str(tmp_path), "--only", "7"])
