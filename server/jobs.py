@@ -54,7 +54,7 @@ class _Job:
     extras: dict = field(default_factory=dict)
     run_started_at: float | None = None
     cancel: threading.Event = field(default_factory=threading.Event)
-    cancelled_by_owner: bool = False
+    cancelled_by: str | None = None  # "its owner" or "the instructor"; None when the server stopped it
 
     @property
     def estimated_total_s(self) -> float | None:
@@ -97,6 +97,7 @@ class JobManager:
         self._queue: deque[str] = deque()
         self._running: _Job | None = None
         self._stopping = False
+        self._paused = False
         self.interrupted_at_start = self.store.mark_interrupted()
         self._worker = threading.Thread(target=self._work, name=f"amp-lab-jobs-{self.device_type}", daemon=True)
         self._worker.start()
@@ -148,16 +149,44 @@ class JobManager:
 
     def cancel(self, job_id: str, session_id: str) -> bool:
         """Cancel a queued or running job of `session_id`; False if it is not theirs or already over."""
+        return self._cancel(job_id, "its owner", lambda job: job.session_id == session_id)
+
+    def cancel_any(self, job_id: str) -> bool:
+        """The instructor cancels any queued or running job; False if it is already over."""
+        return self._cancel(job_id, "the instructor", lambda job: True)
+
+    def _cancel(self, job_id: str, by: str, allowed: Callable[[_Job], bool]) -> bool:
         with self._cond:
             job = self._jobs.get(job_id)
-            if job is None or job.session_id != session_id or _done(job):
+            if job is None or not allowed(job) or _done(job):
                 return False
-            job.cancelled_by_owner = True
+            job.cancelled_by = by
             job.cancel.set()
             if job.status == "queued":
                 self._queue.remove(job.id)
-                self._finish(job, "cancelled", "cancelled by its owner before it started")
+                self._finish(job, "cancelled", f"cancelled by {by} before it started")
             return True
+
+    def pause(self) -> None:
+        """Start no new job (the running one finishes); queued jobs wait, and new ones can still queue."""
+        with self._cond:
+            self._paused = True
+
+    def resume(self) -> None:
+        with self._cond:
+            self._paused = False
+            self._cond.notify_all()
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def queue_views(self) -> list[JobView]:
+        """The running job(s), then the queued ones in the order they will start."""
+        with self._cond:
+            jobs = [self._running] if self._running else []
+            jobs += [self._jobs[job_id] for job_id in self._queue]
+            return [self._view(job) for job in jobs]
 
     def queue_length(self) -> int:
         """Jobs waiting to start (the running one not included)."""
@@ -187,7 +216,7 @@ class JobManager:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
+                while (not self._queue or self._paused) and not self._stopping:
                     self._cond.wait()
                 if self._stopping:
                     return
@@ -236,7 +265,7 @@ class JobManager:
                 self._finish(job, "done", None)
             return
         with self._cond:
-            self._finish(job, "cancelled", "cancelled by its owner while running")
+            self._finish(job, "cancelled", f"cancelled by {job.cancelled_by} while running")
 
     def _run_one(self, job: _Job, index: int, config: RunConfig) -> RunOutcome:
         def on_progress(progress: Progress) -> None:
@@ -317,7 +346,7 @@ class JobManager:
             )
 
     def _finish(self, job: _Job, status: str, error: str | None) -> None:
-        if status == "cancelled" and not job.cancelled_by_owner:
+        if status == "cancelled" and job.cancelled_by is None:
             status, error = "failed", SHUTDOWN_REASON
         job.status = status
         job.error = error

@@ -419,3 +419,30 @@ def test_a_run_killed_from_outside_is_marked_failed(make_manager):
     view = manager.get(killed)
     assert pids and view.status == "failed"
     assert "killed by SIGKILL" in view.error and view.outcomes[0].error_kind == "crashed"
+
+
+def test_the_instructor_sees_the_queue_cancels_any_job_and_pauses_the_queue(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("ada", run_spec(1))
+    waiting = manager.submit("bob", run_spec(2))
+    wait_until(lambda: runner.calls)
+    assert [(v.id, v.status, v.queue_position) for v in manager.queue_views()] == [
+        (running, "running", None), (waiting, "queued", 1)]
+
+    assert manager.cancel_any(waiting)
+    assert manager.get(waiting).error == "cancelled by the instructor before it started"
+    assert manager.cancel_any(running)
+    wait_until(lambda: manager.get(running).finished)
+    assert (manager.get(running).status, manager.get(running).error) == (
+        "cancelled", "cancelled by the instructor while running")
+    assert not manager.cancel_any(running)  # already over
+
+    manager.pause()
+    held = manager.submit("ada", run_spec(3))  # learners may still queue while the queue is paused
+    time.sleep(0.3)
+    assert manager.paused and manager.get(held).status == "queued" and len(runner.calls) == 1
+    runner.release.set()
+    manager.resume()
+    wait_until(lambda: manager.get(held).finished)
+    assert manager.get(held).status == "done" and not manager.paused
