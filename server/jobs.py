@@ -1,4 +1,4 @@
-"""The shared server's job queue: one worker thread per device runs learners' jobs one at a time, in order.
+"""The shared server's job queue: one worker thread per GPU (one on a CPU server) takes learners' jobs in order.
 
 Each run of a job goes through a runner (by default `trainer.isolated.run_isolated`, which spawns a fresh
 subprocess), so a crash, an out-of-memory error or a kill from outside ends only that job.
@@ -7,6 +7,8 @@ subprocess), so a crash, an out-of-memory error or a kill from outside ends only
 from __future__ import annotations
 
 import copy
+import functools
+import heapq
 import logging
 import threading
 import time
@@ -16,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from server.batch_probe import probe_max_batch
+from server.devices import Slot, server_slots
 from server.estimate import estimate_run_seconds
 from server.history import HistoryStore
 from server.records import CPU_FP16_MAX_SUBSET, FINISHED_STATUSES, JobSpec, JobView
@@ -76,7 +79,7 @@ class _Job:
 
 
 class JobManager:
-    """One FIFO queue and one worker thread for this server's device; every change goes to the history."""
+    """One FIFO queue and one worker thread per slot (a GPU, or the CPU); every change goes to the history."""
 
     def __init__(
         self,
@@ -86,6 +89,7 @@ class JobManager:
         *,
         device_type: str | None = None,
         prober: Callable | None = None,
+        slots: list[Slot] | None = None,
     ):
         self.settings = settings
         self.store = store if store is not None else HistoryStore(settings.history_path)
@@ -95,12 +99,17 @@ class JobManager:
         self._cond = threading.Condition(threading.RLock())
         self._jobs: dict[str, _Job] = {}
         self._queue: deque[str] = deque()
-        self._running: _Job | None = None
+        self._running: dict[str, _Job] = {}  # job id -> job, one per busy worker
         self._stopping = False
         self._paused = False
         self.interrupted_at_start = self.store.mark_interrupted()
-        self._worker = threading.Thread(target=self._work, name=f"amp-lab-jobs-{self.device_type}", daemon=True)
-        self._worker.start()
+        self.slots = slots if slots is not None else server_slots(self.device_type, settings.gpus)
+        self._workers = [
+            threading.Thread(target=self._work, args=(slot,), name=f"amp-lab-jobs-{slot.label}", daemon=True)
+            for slot in self.slots
+        ]
+        for worker in self._workers:
+            worker.start()
 
     # ---- what sessions call -------------------------------------------------------------------
 
@@ -184,7 +193,7 @@ class JobManager:
     def queue_views(self) -> list[JobView]:
         """The running job(s), then the queued ones in the order they will start."""
         with self._cond:
-            jobs = [self._running] if self._running else []
+            jobs = sorted(self._running.values(), key=lambda job: job.started_at or 0.0)
             jobs += [self._jobs[job_id] for job_id in self._queue]
             return [self._view(job) for job in jobs]
 
@@ -196,7 +205,7 @@ class JobManager:
     def wait_for_new_job(self) -> tuple[int, float | None]:
         """For a job submitted now: how many jobs are ahead of it, and roughly how long until it starts."""
         with self._cond:
-            ahead = len(self._queue) + (1 if self._running else 0)
+            ahead = len(self._queue) + len(self._running)
             return ahead, self._wait_before(len(self._queue) + 1, time.time())
 
     def shutdown(self, wait: bool = False, timeout: float | None = None) -> None:
@@ -205,15 +214,16 @@ class JobManager:
             self._stopping = True
             while self._queue:
                 self._finish(self._jobs[self._queue.popleft()], "failed", SHUTDOWN_REASON)
-            if self._running is not None:
-                self._running.cancel.set()
+            for job in self._running.values():
+                job.cancel.set()
             self._cond.notify_all()
         if wait:
-            self._worker.join(timeout)
+            for worker in self._workers:
+                worker.join(timeout)
 
     # ---- the worker ---------------------------------------------------------------------------
 
-    def _work(self) -> None:
+    def _work(self, slot: Slot) -> None:
         while True:
             with self._cond:
                 while (not self._queue or self._paused) and not self._stopping:
@@ -223,20 +233,22 @@ class JobManager:
                 job = self._jobs[self._queue.popleft()]
                 job.status = "running"
                 job.started_at = time.time()
-                self._running = job
+                if slot.gpu is not None:
+                    job.extras["gpu"] = dict(slot.gpu)
+                self._running[job.id] = job
                 self._persist(job)
             try:
-                self._execute(job)
+                self._execute(job, slot)
             except Exception as err:  # the worker must outlive any job, whatever goes wrong in it
                 log.exception("job %s failed inside the job manager", job.id)
                 with self._cond:
                     self._finish(job, "failed", f"internal error in the job queue: {_one_line(err)}")
             finally:
                 with self._cond:
-                    self._running = None
+                    self._running.pop(job.id, None)
                     self._forget_old_jobs()
 
-    def _execute(self, job: _Job) -> None:
+    def _execute(self, job: _Job, slot: Slot) -> None:
         for index, config in enumerate(job.spec.runs):
             with self._cond:
                 if job.cancel.is_set():
@@ -247,7 +259,7 @@ class JobManager:
                 job.run_started_at = time.time()
                 self._persist(job)
             started = time.monotonic()
-            outcome = self._run_one(job, index, config)
+            outcome = self._run_one(job, index, config, slot)
             with self._cond:
                 job.outcomes.append(outcome)
                 job.extras.setdefault("run_wall_s", []).append(round(time.monotonic() - started, 3))
@@ -260,14 +272,14 @@ class JobManager:
                 self._persist(job)
         else:
             if job.spec.kind == "sweep" and job.spec.probe_max_batch:
-                self._probe_max_batch(job)
+                self._probe_max_batch(job, slot)
             with self._cond:
                 self._finish(job, "done", None)
             return
         with self._cond:
             self._finish(job, "cancelled", f"cancelled by {job.cancelled_by} while running")
 
-    def _run_one(self, job: _Job, index: int, config: RunConfig) -> RunOutcome:
+    def _run_one(self, job: _Job, index: int, config: RunConfig, slot: Slot) -> RunOutcome:
         def on_progress(progress: Progress) -> None:
             with self._cond:
                 job.progress = progress
@@ -280,7 +292,7 @@ class JobManager:
 
         try:
             return self._runner(
-                config, on_progress=on_progress, should_cancel=job.cancel.is_set, on_spawn=on_spawn
+                config, on_progress=on_progress, should_cancel=job.cancel.is_set, on_spawn=on_spawn, env=dict(slot.env)
             )
         except TrainerError as err:
             return _failed_outcome(config, str(err), type(err).__name__)
@@ -288,12 +300,15 @@ class JobManager:
             log.exception("runner raised for job %s", job.id)
             return _failed_outcome(config, f"the run could not start: {_one_line(err)}", "crashed")
 
-    def _probe_max_batch(self, job: _Job) -> None:
+    def _probe_max_batch(self, job: _Job, slot: Slot) -> None:
         if self.device_type != "cuda":
             with self._cond:
                 job.extras["max_batch_note"] = "the largest-batch search runs only on a CUDA GPU; skipped on the CPU"
             return
-        prober = self._prober or probe_max_batch
+        # The search's own runs stay on this worker's GPU.
+        prober = self._prober or functools.partial(
+            probe_max_batch, runner=functools.partial(self._runner, env=dict(slot.env))
+        )
         found, note = None, None
         try:
             found = prober(job.spec.runs[0], job.spec.precisions, should_cancel=job.cancel.is_set)
@@ -395,10 +410,17 @@ class JobManager:
         )
 
     def _wait_before(self, position: int, now: float) -> float | None:
-        """Estimated seconds until the job at `position` starts: the running job's rest plus those ahead."""
-        parts = [self._running.remaining_s(now)] if self._running else []
-        parts += [self._jobs[job_id].estimated_total_s for job_id in list(self._queue)[: position - 1]]
-        return None if None in parts else float(sum(parts))
+        """Estimated seconds until the job at `position` starts: the jobs ahead, each given to the first worker
+        that frees up (a running job's rest, then the queued ones in order)."""
+        free_at = [job.remaining_s(now) for job in self._running.values()]
+        free_at += [0.0] * max(0, len(self.slots) - len(free_at))
+        ahead = [self._jobs[job_id].estimated_total_s for job_id in list(self._queue)[: position - 1]]
+        if None in free_at or None in ahead:
+            return None
+        heapq.heapify(free_at)
+        for seconds in ahead:
+            heapq.heappush(free_at, heapq.heappop(free_at) + seconds)
+        return float(free_at[0])
 
 
 def _done(job: _Job) -> bool:

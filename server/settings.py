@@ -31,6 +31,10 @@ SETTINGS_HELP = {
     "data_root": ("AMP_LAB_DATA_ROOT", "folder holding (or receiving) the CIFAR-10 download"),
     "state_dir": ("AMP_LAB_STATE_DIR", "folder for the job history (history.sqlite3)"),
     "device": ("AMP_LAB_DEVICE", "device the jobs run on: auto (CUDA if present), cuda or cpu"),
+    "gpus": (
+        "AMP_LAB_GPUS",
+        "GPUs the jobs may use, one job per GPU at a time (nvidia-smi's numbers: 0,1); empty or 'all' = every GPU",
+    ),
     "presets": ("AMP_LAB_PRESETS", "where every Run page starts, as a link's query: epochs=1&batch_size=128&subset=2048"),
     "instructor_password": (
         "AMP_LAB_INSTRUCTOR_PASSWORD",
@@ -61,6 +65,7 @@ class Settings:
     presets: str = ""  # the Run page's starting settings, e.g. "epochs=1&batch_size=128"
     instructor_password: str = ""  # empty: no password sign-in to the console
     instructor_emails: str = ""  # comma-separated; signed-in users with these emails get the console
+    gpus: list[int] | None = None  # nvidia-smi's GPU numbers; None = every GPU this server sees
 
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
@@ -82,6 +87,14 @@ class Settings:
             raise ConfigError(f"{_source('presets')}: {err}") from None
         if self.instructor_password and len(self.instructor_password) < MIN_PASSWORD_CHARS:
             raise ConfigError(f"{_source('instructor_password')} must have at least {MIN_PASSWORD_CHARS} characters")
+        if self.gpus == "all":  # the settings file's spelling of every GPU
+            self.gpus = None
+        if self.gpus is not None:
+            if not isinstance(self.gpus, (list, tuple)) or not self.gpus:
+                raise ConfigError(f"{_source('gpus')} must be a list of GPU numbers such as [0, 1], got {self.gpus!r}")
+            for index in self.gpus:
+                _whole("gpus", index, 0, 1023)
+            self.gpus = sorted(set(self.gpus))
         if isinstance(self.instructor_emails, (list, tuple)):  # a TOML list
             self.instructor_emails = ",".join(self.instructor_emails)
 
@@ -160,6 +173,13 @@ def _parse_env(name: str, var: str, raw: str):
         return text
     if name in OPTIONAL_SETTINGS and text.lower() in ("", "none"):
         return None
+    if name == "gpus":
+        if text.lower() in ("", "all"):
+            return None
+        try:
+            return [int(part) for part in text.split(",")]
+        except ValueError:
+            raise ConfigError(f"{var} must list GPU numbers like 0,1 (or be 'all'), got {raw!r}") from None
     try:
         return int(text)
     except ValueError:

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from trainer.capabilities import MIN_DRIVER_FOR_CUDA, unseen_gpu_note
+from trainer.capabilities import MIN_DRIVER_FOR_CUDA, GpuInfo, unseen_gpu_note, visible_gpus
+from trainer.errors import TrainerError
 
 
 class FakeNvml:
@@ -48,3 +49,33 @@ def test_nothing_to_say_without_a_gpu_or_a_driver(torch_sees_no_gpu, nvml):
 def test_nothing_to_say_when_torch_uses_the_gpu(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert unseen_gpu_note(FakeNvml(1)) is None
+
+
+class FakeNvmlGpus(FakeNvml):
+    """Adds the per-GPU calls visible_gpus makes."""
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetUUID(self, handle):
+        return f"GPU-{handle}0c0ffee"
+
+    def nvmlDeviceGetName(self, handle):
+        return b"NVIDIA H200"
+
+
+def test_visible_gpus_come_from_nvml_with_their_uuids(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1,3")
+    gpus = visible_gpus(FakeNvmlGpus(4))
+    assert gpus == [GpuInfo(1, "GPU-10c0ffee", "NVIDIA H200"), GpuInfo(3, "GPU-30c0ffee", "NVIDIA H200")]
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(TrainerError, match="NVML lists 2 usable GPU"):
+        visible_gpus(FakeNvmlGpus(4))
+    with pytest.raises(TrainerError, match="cannot list the GPUs through NVML"):
+        visible_gpus(FakeNvmlGpus(4, fails=True))
+
+
+def test_no_gpu_means_no_nvml_call(torch_sees_no_gpu):
+    assert visible_gpus(object()) == []

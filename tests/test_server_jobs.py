@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from server.devices import Slot
 from server.history import HistoryStore
 from server.jobs import JobManager
 from server.records import JobSpec
@@ -51,15 +52,22 @@ class FakeRunner:
             self.release.set()
         self.fail_batch = fail_batch
         self.calls: list[RunConfig] = []
+        self.envs: list[dict] = []
+        self.active_on: dict[str, int] = {}  # CUDA_VISIBLE_DEVICES -> runs there now
+        self.max_active_on: dict[str, int] = {}
         self.active = 0
         self.max_active = 0
         self.lock = threading.Lock()
 
-    def __call__(self, config, on_progress=None, should_cancel=None, on_spawn=None):
+    def __call__(self, config, on_progress=None, should_cancel=None, on_spawn=None, env=None):
+        gpu = (env or {}).get("CUDA_VISIBLE_DEVICES", "")
         with self.lock:
             self.calls.append(config)
+            self.envs.append(dict(env or {}))
             self.active += 1
             self.max_active = max(self.max_active, self.active)
+            self.active_on[gpu] = self.active_on.get(gpu, 0) + 1
+            self.max_active_on[gpu] = max(self.max_active_on.get(gpu, 0), self.active_on[gpu])
         try:
             on_spawn(4242)
             on_progress(Progress("training", 1, 1, 1, 4, 1, 4, loss=2.5, images_per_s=900.0, eta_s=1.0))
@@ -74,6 +82,7 @@ class FakeRunner:
         finally:
             with self.lock:
                 self.active -= 1
+                self.active_on[gpu] -= 1
 
     @property
     def seeds(self) -> list[int]:
@@ -446,3 +455,59 @@ def test_the_instructor_sees_the_queue_cancels_any_job_and_pauses_the_queue(make
     manager.resume()
     wait_until(lambda: manager.get(held).finished)
     assert manager.get(held).status == "done" and not manager.paused
+
+
+def fake_gpu_slots(count: int) -> list[Slot]:
+    """What server_slots makes of a machine with `count` GPUs, without one."""
+    return [
+        Slot(f"GPU {n}", {"CUDA_VISIBLE_DEVICES": f"GPU-fake-{n}"}, {"index": n, "uuid": f"GPU-fake-{n}", "name": "Fake"})
+        for n in range(count)
+    ]
+
+
+def test_two_gpus_run_two_jobs_at_once_never_two_on_one(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(2))
+    ids = [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)]
+    wait_until(lambda: runner.active == 2)
+    time.sleep(0.05)  # a third run starting now would be seen
+    assert runner.active == 2 and manager.queue_length() == 2
+    assert sorted(runner.active_on.items()) == [("GPU-fake-0", 1), ("GPU-fake-1", 1)]
+    running = [manager.get(i) for i in ids[:2]]
+    assert {v.status for v in running} == {"running"}
+    assert {v.extras["gpu"]["uuid"] for v in running} == {"GPU-fake-0", "GPU-fake-1"}
+    assert manager.wait_for_new_job()[0] == 4
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    assert runner.max_active == 2 and max(runner.max_active_on.values()) == 1
+    assert runner.seeds[:2] in ([0, 1], [1, 0]) and sorted(runner.seeds[2:]) == [2, 3]
+    stored = manager.store.get_job(ids[3])
+    assert stored.status == "done" and stored.extras["gpu"]["name"] == "Fake"
+
+
+def test_a_compare_job_keeps_both_runs_on_its_gpu(make_manager):
+    runner = FakeRunner()
+    manager = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(3))
+    job_id = manager.submit("a", compare_spec(1))
+    wait_until(lambda: manager.get(job_id).finished)
+    uuid = manager.get(job_id).extras["gpu"]["uuid"]
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in runner.envs] == [uuid, uuid]
+
+
+def test_the_wait_counts_every_worker(make_manager):
+    runner = FakeRunner(gated=True)
+    one = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(1))
+    two = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(2))
+    ids = {manager: [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)] for manager in (one, two)}
+    wait_until(lambda: runner.active == 3)
+    # On one GPU the fourth job waits for three whole jobs; on two, for the first of the two running to end.
+    last_on_one, last_on_two = one.get(ids[one][3]), two.get(ids[two][3])
+    assert (last_on_one.queue_position, last_on_two.queue_position) == (3, 2)
+    assert last_on_one.estimated_wait_s > 2.5 * last_on_two.estimated_wait_s > 0
+    assert two.wait_for_new_job()[1] < one.wait_for_new_job()[1]
+    runner.release.set()
+
+
+def test_a_cpu_server_keeps_one_worker(make_manager):
+    manager = make_manager(FakeRunner())
+    assert [slot.label for slot in manager.slots] == ["cpu"]

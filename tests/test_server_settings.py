@@ -129,6 +129,7 @@ def test_describe_lists_every_setting_with_its_variable():
         "presets",
         "instructor_password",
         "instructor_emails",
+        "gpus",
     }
     assert ("max_epochs", "AMP_LAB_MAX_EPOCHS", 9) == rows[0][:3]
 
@@ -155,3 +156,16 @@ def test_bad_presets_are_refused_at_start_with_one_line(text, problem):
     with pytest.raises(ConfigError, match=problem):
         Settings.from_env({"AMP_LAB_PRESETS": text})
     assert Settings(presets="epochs=1&batch_size=128").presets == "epochs=1&batch_size=128"
+
+
+def test_gpus_are_every_gpu_unless_the_instructor_lists_some(tmp_path):
+    assert Settings().gpus is None
+    assert Settings.from_env({"AMP_LAB_GPUS": "3, 1"}).gpus == [1, 3]
+    assert Settings.from_env({"AMP_LAB_GPUS": "all"}).gpus is None
+    config = tmp_path / "amp-lab.toml"
+    config.write_text("gpus = [0, 1]\n")
+    assert Settings.from_env({"AMP_LAB_CONFIG": str(config)}).gpus == [0, 1]
+    with pytest.raises(ConfigError, match="AMP_LAB_GPUS must list GPU numbers like 0,1"):
+        Settings.from_env({"AMP_LAB_GPUS": "first"})
+    with pytest.raises(ConfigError, match=r"AMP_LAB_GPUS \(gpus\) must be a list of GPU numbers"):
+        Settings(gpus=[])

@@ -7,12 +7,13 @@ autocast trace and the command line all ask it rather than repeat a rule.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import torch
 
 from trainer.config import PRECISIONS
-from trainer.errors import ConfigError, UnsupportedModeError
+from trainer.errors import ConfigError, TrainerError, UnsupportedModeError
 
 # The modes the autocast trace shows besides the training modes: the whole model cast to 16 bits (not AMP).
 WHOLE_MODEL_MODES = ("fp16-true", "bf16-true")
@@ -76,6 +77,55 @@ def unseen_gpu_note(pynvml=None) -> str | None:
     needed = MIN_DRIVER_FOR_CUDA.get(int(torch.version.cuda.split(".")[0]))
     update = f"update the driver to {needed} or newer" if needed else "update the driver"
     return f"{seen} (built for CUDA {torch.version.cuda}) cannot use them: runs use the CPU; {update}"
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """One GPU as NVML (and nvidia-smi) names it."""
+
+    index: int  # NVML's number, the one nvidia-smi shows
+    uuid: str  # "GPU-..." (a job's child is pinned to it with CUDA_VISIBLE_DEVICES)
+    name: str
+
+
+def visible_gpus(pynvml=None) -> list[GpuInfo]:
+    """The GPUs this process may use, from NVML, checked against torch's count; opens no CUDA context.
+
+    CUDA_VISIBLE_DEVICES (indices or UUIDs) narrows the list as it narrows CUDA's. Raises TrainerError when
+    NVML cannot be read or does not agree with torch (a MIG-partitioned GPU, for one).
+    """
+    if not torch.cuda.is_available():
+        return []
+    try:
+        if pynvml is None:
+            import pynvml
+        pynvml.nvmlInit()
+        gpus = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            gpus.append(GpuInfo(index, _text(pynvml.nvmlDeviceGetUUID(handle)), _text(pynvml.nvmlDeviceGetName(handle))))
+    except Exception as exc:  # pynvml's own error types, or a missing driver library (OSError)
+        raise TrainerError(f"cannot list the GPUs through NVML ({exc})") from None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        wanted = [entry.strip() for entry in visible.split(",") if entry.strip()]
+        gpus = [gpu for gpu in gpus if any(_names(gpu, entry) for entry in wanted)]
+    # torch.cuda.device_count() asks NVML too where it can, so it opens no context either.
+    if len(gpus) != torch.cuda.device_count():
+        raise TrainerError(
+            f"NVML lists {len(gpus)} usable GPU(s) and PyTorch {torch.cuda.device_count()}; "
+            "jobs cannot be pinned to GPUs by UUID (MIG slices are not supported)"
+        )
+    return gpus
+
+
+def _names(gpu: GpuInfo, entry: str) -> bool:
+    """Whether a CUDA_VISIBLE_DEVICES entry (an index or a UUID, possibly shortened) names `gpu`."""
+    return int(entry) == gpu.index if entry.isdigit() else gpu.uuid.startswith(entry)
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @dataclass(frozen=True)

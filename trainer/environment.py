@@ -58,6 +58,7 @@ def capture_environment(device: torch.device) -> dict:
         "device_index": None,
         "compute_capability": None,
         "gpu_memory_total_bytes": None,
+        "gpu_uuid": None,  # NVML's spelling, "GPU-...": which of a server's GPUs ran it
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
         "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
@@ -78,6 +79,7 @@ def capture_environment(device: torch.device) -> dict:
             device_index=index,
             compute_capability=f"{props.major}.{props.minor}",
             gpu_memory_total_bytes=int(props.total_memory),
+            gpu_uuid=f"GPU-{props.uuid}",
         )
     return env
 
