@@ -97,6 +97,21 @@ def test_breakdown_with_the_dataloader_and_channels_last():
     assert result.resident_data_bytes == 0
 
 
+def test_every_run_records_its_timing_quality_over_enough_intervals(learned):
+    _, result, _ = learned
+    quality = result.timing_quality
+    assert quality["verdict"] in ("steady", "noisy") and isinstance(quality["reasons"], list)
+    assert quality["intervals"] >= 8  # 29 steps after warm-up, logged every 4: sampled every 3
+    assert quality["cv"] is not None and result.worker_cpu_s is None  # no DataLoader workers
+
+
+def test_dataloader_workers_cpu_time_is_recorded():
+    config = RunConfig(epochs=1, batch_size=32, subset=128, warmup_steps=1, **{**TINY, "loader": "dataloader",
+                                                                                  "num_workers": 1})
+    result = run_training(config)
+    assert result.worker_cpu_s is not None and result.worker_cpu_s >= 0
+
+
 def test_cancel_stops_the_run():
     calls = []
 

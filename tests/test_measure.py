@@ -1,5 +1,6 @@
 """Measurement helpers: on-device loss sums, steady throughput, the scale tracker and the memory monitor."""
 
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -170,3 +171,28 @@ def test_nvml_without_this_process_listed_reports_the_device_from_the_v2_struct(
     nvml.processes.append((2, None))
     reader.read()
     assert "1 other process(es)" in reader.warnings()[1]
+
+
+def test_nvml_activity_in_the_timed_window_gives_the_clock_range_and_other_processes():
+    nvml = FakeNvml(processes=[(100, 700 * MIB)])
+    nvml.NVML_CLOCK_SM = 1
+    clocks = iter([1980, 1400])
+    nvml.nvmlDeviceGetClockInfo = lambda handle, kind: next(clocks)
+    nvml.nvmlDeviceGetUtilizationRates = lambda handle: SimpleNamespace(gpu=90)
+    reader = _NvmlReader(nvml, ("uuid", "GPU-aaaa"), pid=100)
+    start = time.perf_counter()
+    reader.read()
+    nvml.processes.append((200, 100 * MIB))
+    reader.read()
+    activity = reader.activity(start, time.perf_counter())
+    assert activity["other_processes"] == 1 and activity["utilization_mean_pct"] == 90
+    assert (activity["sm_clock_min_mhz"], activity["sm_clock_max_mhz"]) == (1400, 1980)
+    assert reader.activity(0.0, start - 1) is None  # no sample in that window
+
+
+def test_nvml_activity_without_clock_calls_still_counts_processes():
+    reader = _NvmlReader(FakeNvml(processes=[(100, 700 * MIB)]), ("uuid", "GPU-aaaa"), pid=100)
+    start = time.perf_counter()
+    reader.read()
+    activity = reader.activity(start, time.perf_counter())
+    assert activity["other_processes"] == 0 and activity["sm_clock_min_mhz"] is None

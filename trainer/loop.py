@@ -33,6 +33,7 @@ from trainer.model import build_model
 from trainer.precision import PrecisionPolicy
 from trainer.progress import Progress
 from trainer.results import RunResult
+from trainer.timing_quality import TimingMonitor, interval_steps
 
 PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress reports a second between log points
 
@@ -150,6 +151,7 @@ class _Timeline:
     compute_s: float = 0.0
     partial_s: float = 0.0  # partial batches after warm-up: their time and images are left out of steady
     partial_images: int = 0
+    timing: TimingMonitor = field(default_factory=TimingMonitor)  # throughput samples and CPU use after warm-up
 
 
 def _measured_run(config, device, policy, train_split: ImageSplit, test_split: ImageSplit, reporter, should_cancel):
@@ -178,21 +180,25 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     finally:
         peaks = memory.stop()
     result = _to_result(config, device, policy, timeline, peaks, memory.warnings, accuracy)
+    result.timing_quality = timeline.timing.record(memory.gpu_activity(timeline.timing.window))
     result.resident_data_bytes = resident_bytes
     return result
 
 
 def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, batches, reporter, should_cancel):
     """The timed part. Clock reads (each after a device sync) happen only at the first batch, the end of
-    warm-up, around an epoch's last, partial batch, log points, epoch ends and the end, unless config.breakdown
-    asks for two per step. With config.min_steady_s, whole epochs are added until the steady window is that long."""
+    warm-up, around an epoch's last, partial batch, log points, timing-quality samples (MIN_INTERVALS a run at
+    least), epoch ends and the end, unless config.breakdown asks for two per step. With config.min_steady_s, whole
+    epochs are added until the steady window is that long."""
     tl = _Timeline(scale=ScaleTracker(scaler))
     reporter.start_training(len(batches))
+    sample_every = interval_steps(len(batches) * config.epochs - config.warmup_steps, config.log_every)
     window, epoch_meter = LossMeter(device), LossMeter(device)
     model.train()
     tl.t_start = epoch_start = clock(device)
     if config.warmup_steps == 0:
         tl.t_warm = tl.t_start
+        tl.timing.start(tl.t_start, 0)
     epoch = 0
     while epoch < config.epochs or (epoch < MAX_EPOCHS and _steady_s(tl, epoch_start) < config.min_steady_s):
         epoch += 1
@@ -225,6 +231,10 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
             tl.scale.after_update(tl.steps)
             if tl.steps == config.warmup_steps:
                 tl.t_warm, tl.images_at_warm = clock(device), tl.images
+                tl.timing.start(tl.t_warm, tl.images)
+            elif tl.steps > config.warmup_steps and (tl.steps - config.warmup_steps) % sample_every == 0:
+                # On the steady clock: partial batches' time and images left out, as in steady_images_per_s.
+                tl.timing.mark(clock(device) - tl.partial_s, tl.images - tl.partial_images)
             if step % config.log_every == 0:
                 mean = window.mean_and_reset()  # .item() syncs here
                 tl.scale.flush()
@@ -239,6 +249,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
         epoch_start = epoch_end
         reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps)
     tl.t_end = epoch_start
+    tl.timing.stop(tl.t_end - tl.partial_s, tl.images - tl.partial_images)
     return tl
 
 
@@ -278,6 +289,7 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         skipped_step_numbers=tl.scale.skipped,
         data_wait_s=tl.data_wait_s if config.breakdown else None,
         compute_s=tl.compute_s if config.breakdown else None,
+        worker_cpu_s=tl.timing.worker_cpu_s if config.loader == "dataloader" and config.num_workers > 0 else None,
     )
 
 

@@ -165,6 +165,13 @@ class MemoryMonitor:
             self._nvml = None
         return peaks
 
+    def gpu_activity(self, window: tuple[float, float] | None) -> dict | None:
+        """What the GPU did besides this run between two perf_counter() times (the timed window), from the NVML
+        samples; None on a CPU, without pynvml, or with no sample in the window."""
+        if self._nvml_reader is None or window is None:
+            return None
+        return self._nvml_reader.activity(*window)
+
     def _start_nvml(self) -> _PeakSampler | None:
         try:
             import pynvml
@@ -188,11 +195,13 @@ class _NvmlReader:
     def __init__(self, pynvml, handle, pid: int):
         self._pynvml, self._handle, self._pid = pynvml, handle, pid
         self._seen: set[int] = set()
+        self._samples: list[tuple[float, int | None, int | None, frozenset]] = []  # time, SM MHz, util %, pids
         self.per_process = self._own_use(self._processes()) is not None
         self.label = "nvml_process_used" if self.per_process else "nvml_device_used"
 
     def read(self) -> int:
         processes = self._processes()
+        self._samples.append((time.perf_counter(), *self._clock_and_utilization(), frozenset(p.pid for p in processes)))
         if self.per_process:
             return self._own_use(processes) or 0
         version = getattr(self._pynvml, "nvmlMemory_v2", None)
@@ -212,6 +221,34 @@ class _NvmlReader:
                 "alone, and device-wide memory figures include them"
             )
         return notes
+
+    def activity(self, start: float, end: float) -> dict | None:
+        """SM clock range, mean utilisation and other compute processes over the samples taken in [start, end]."""
+        window = [sample for sample in self._samples if start <= sample[0] <= end]
+        if not window:
+            return None
+        clocks = [s[1] for s in window if s[1]]
+        utils = [s[2] for s in window if s[2] is not None]
+        pids = frozenset().union(*(s[3] for s in window))
+        others = len(pids - {self._pid}) if self.per_process else max(0, len(pids) - 1)
+        return {
+            "samples": len(window),
+            "other_processes": others,
+            "sm_clock_min_mhz": min(clocks) if clocks else None,
+            "sm_clock_max_mhz": max(clocks) if clocks else None,
+            "utilization_mean_pct": round(sum(utils) / len(utils), 1) if utils else None,
+        }
+
+    def _clock_and_utilization(self) -> tuple[int | None, int | None]:
+        try:
+            clock = self._pynvml.nvmlDeviceGetClockInfo(self._handle, self._pynvml.NVML_CLOCK_SM)
+        except Exception:  # a fake or an old driver without it
+            clock = None
+        try:
+            util = self._pynvml.nvmlDeviceGetUtilizationRates(self._handle).gpu
+        except Exception:  # MIG slices report no utilisation
+            util = None
+        return clock, util
 
     def _processes(self) -> list:
         try:

@@ -56,6 +56,9 @@ class RunResult:
     compute_s: float | None = None  # only with config.breakdown
     started_at: str = ""  # ISO time, UTC
     resident_data_bytes: int = 0  # the resident loader's images and labels on the device; not in peak_memory
+    # {"verdict": "steady" | "noisy", "cv", "reasons", ...} (trainer/timing_quality.py); None: not measured
+    timing_quality: dict | None = None
+    worker_cpu_s: float | None = None  # DataLoader workers' CPU seconds over the timed window (None: no workers)
 
     def to_dict(self) -> dict:
         return asdict(self)
