@@ -7,26 +7,26 @@ from ui import session
 st.set_page_config(page_title="AMP Lab", page_icon="⚡", layout="wide")
 session.learner_panel()  # first, so that sign-in (when configured) comes before any page
 
-navigation = st.navigation(
-    {
-        # The walkthrough's order: the lab's two scripts, what autocast does to each layer, the formats behind
-        # it, loss scaling; then run it, read the results, and ask why the speedup is what it is.
-        "Learn": [
-            st.Page("pages/overview.py", title="Overview", default=True),
-            st.Page("pages/fp32_baseline.py", title="The fp32 baseline", url_path="baseline"),
-            st.Page("pages/adding_amp.py", title="Adding AMP", url_path="adding-amp"),
-            st.Page("pages/autocast_layers.py", title="Autocast layer by layer", url_path="autocast"),
-            st.Page("pages/number_formats.py", title="Number formats", url_path="number-formats"),
-            st.Page("pages/loss_scaling.py", title="Underflow and loss scaling", url_path="loss-scaling"),
-        ],
-        "Experiment": [
-            st.Page("pages/run_experiment.py", title="Run the experiment", url_path="run"),
-        ],
-        "Results": [
-            st.Page("pages/results.py", title="Results", url_path="results"),
-            st.Page("pages/when_amp_pays.py", title="When AMP pays off", url_path="when-amp-pays"),
-            st.Page("pages/history.py", title="History", url_path="history"),
-        ],
-    }
-)
-navigation.run()
+pages = {
+    # The walkthrough's order: the lab's two scripts, what autocast does to each layer, the formats behind
+    # it, loss scaling; then run it, read the results, and ask why the speedup is what it is.
+    "Learn": [
+        st.Page("pages/overview.py", title="Overview", default=True),
+        st.Page("pages/fp32_baseline.py", title="The fp32 baseline", url_path="baseline"),
+        st.Page("pages/adding_amp.py", title="Adding AMP", url_path="adding-amp"),
+        st.Page("pages/autocast_layers.py", title="Autocast layer by layer", url_path="autocast"),
+        st.Page("pages/number_formats.py", title="Number formats", url_path="number-formats"),
+        st.Page("pages/loss_scaling.py", title="Underflow and loss scaling", url_path="loss-scaling"),
+    ],
+    "Experiment": [
+        st.Page("pages/run_experiment.py", title="Run the experiment", url_path="run"),
+    ],
+    "Results": [
+        st.Page("pages/results.py", title="Results", url_path="results"),
+        st.Page("pages/when_amp_pays.py", title="When AMP pays off", url_path="when-amp-pays"),
+        st.Page("pages/history.py", title="History", url_path="history"),
+    ],
+}
+if session.is_instructor():  # the console is in the navigation only for the instructor
+    pages["Instructor"] = [st.Page("pages/instructor.py", title="Instructor console", url_path="instructor")]
+st.navigation(pages).run()

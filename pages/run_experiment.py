@@ -23,7 +23,7 @@ manager = session.get_job_manager()
 report = session.hardware()
 sid = session.learner_id()
 cifar10_ok = cifar10_available(settings.data_root)
-choices = experiment_choices(settings, report, cifar10_ok)
+choices = experiment_choices(settings, report, cifar10_ok, session.presets())
 _, missing_modes = amp_modes(report)
 
 st.title("Run the experiment")

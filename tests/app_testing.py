@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import streamlit as st
+from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
@@ -15,6 +16,20 @@ def state_dir(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("AMP_LAB_DATA_ROOT", str(tmp_path / "data"))
     return tmp_path / "state"
+
+
+@pytest.fixture(autouse=True)
+def navigation_as_served(monkeypatch):
+    """Run app.py's st.navigation on every rerun, as serve.py makes the real server do (Streamlit would otherwise
+    treat the pages/ folder as a legacy multipage app and rerun a page file alone). AppTest resets the flag
+    before each run, so it is set again right after the pages manager is made."""
+    make = PagesManager.__init__
+
+    def make_as_served(self, *args, **kwargs):
+        make(self, *args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(PagesManager, "__init__", make_as_served)
 
 
 @pytest.fixture

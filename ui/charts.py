@@ -212,3 +212,15 @@ def lab_reference_table() -> pd.DataFrame:
 
 def _frame(built: table.ComparisonTable) -> pd.DataFrame:
     return pd.DataFrame(built.rows, columns=list(built.columns))
+
+
+def class_speedup_chart(frame: pd.DataFrame) -> alt.Chart:
+    """One bar per learner: their latest comparison's speedup, with 1x (no gain) marked."""
+    bars = alt.Chart(frame).mark_bar().encode(
+        x=alt.X("speedup (x):Q", title="Speedup over the baseline (x)"),
+        y=alt.Y("learner:N", sort="-x", title=None),
+        color=alt.Color("compared:N", title="Mode"),
+        tooltip=["learner", "device", "baseline", "compared", "speedup (x)", "memory saved (%)", "finished (UTC)"],
+    )
+    no_gain = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
+    return (bars + no_gain).properties(title="The class's speedups (dashed: 1x, no gain)")

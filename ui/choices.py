@@ -4,7 +4,7 @@ a widget, from session state or from the address bar. No Streamlit here."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 _MARKDOWN_SPECIALS = set("\\`*_{}[]()#+-.!|<>~$:")
 
@@ -30,6 +30,19 @@ class Choice:
 def accepts(choice: Choice, value) -> bool:
     """True when `value` is one of the allowed values, of the same type (so True is not 1, nor 5.0 5)."""
     return any(type(value) is type(allowed) and value == allowed for allowed in choice.allowed)
+
+
+def preset(choice: Choice, text: str | None) -> tuple[Choice, str | None]:
+    """`choice` starting from the instructor's preset `text`, or unchanged with the reason it cannot (None = fine)."""
+    if text is None:
+        return choice, None
+    try:
+        value = choice.parse(text)
+    except (TypeError, ValueError):
+        value = text
+    if not accepts(choice, value):
+        return choice, f"the preset {choice.param}={shown(text)} is not offered here ({describe_allowed(choice)})"
+    return replace(choice, default=value), None
 
 
 def describe_allowed(choice: Choice) -> str:

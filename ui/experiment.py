@@ -3,12 +3,14 @@ make. No Streamlit here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from server.records import CPU_FP16_MAX_SUBSET, JobSpec
 from server.settings import Settings
 from trainer.capabilities import mode_support
 from trainer.config import RunConfig
 from trainer.environment import HardwareReport
-from ui.choices import Choice, parse_bool, parse_int, parse_optional_int
+from ui.choices import Choice, parse_bool, parse_int, parse_optional_int, preset
 
 EPOCH_CHOICES = tuple(range(1, 21))
 BATCH_SIZES = tuple(2**n for n in range(5, 13))  # 32 .. 4096
@@ -45,8 +47,11 @@ def default_amp(report: HardwareReport, offered: tuple[str, ...]) -> str:
     return "amp-bf16" if "amp-bf16" in offered else offered[0]
 
 
-def experiment_choices(settings: Settings, report: HardwareReport, cifar10_ok: bool) -> dict[str, Choice]:
-    """Every setting of the experiment page, limited by the instructor's settings and this hardware."""
+def experiment_choices(
+    settings: Settings, report: HardwareReport, cifar10_ok: bool, presets: Mapping[str, str] | None = None
+) -> dict[str, Choice]:
+    """Every setting of the experiment page, limited by the instructor's settings and this hardware, starting
+    from the instructor's presets where this hardware offers them (see preset_problems for the others)."""
     epochs = tuple(e for e in EPOCH_CHOICES if e <= settings.max_epochs)
     batches = tuple(b for b in BATCH_SIZES if b <= settings.max_batch_size) or (settings.max_batch_size,)
     subsets = SUBSETS
@@ -54,22 +59,26 @@ def experiment_choices(settings: Settings, report: HardwareReport, cifar10_ok: b
         subsets = tuple(s for s in SUBSETS if s is not None and s <= settings.max_subset) or (settings.max_subset,)
     offered, _ = amp_modes(report)
     sources = DATA_SOURCES if cifar10_ok else ("synthetic",)
-    return {
-        c.param: c
-        for c in (
-            Choice("run_epochs", "Epochs", epochs, min(5, epochs[-1]), "epochs", parse_int),
-            Choice("run_batch_size", "Batch size", batches, min(256, batches[-1]), "batch_size", parse_int),
-            Choice("run_amp", "AMP mode", offered, default_amp(report, offered), "amp"),
-            Choice("run_data", "Data", sources, sources[0], "data"),
-            Choice("run_loader", "Loader", LOADERS, "dataloader", "loader"),
-            Choice("run_width", "Model width", WIDTHS, 1, "width", parse_int),
-            Choice("run_channels_last", "channels_last", (False, True), False, "channels_last", parse_bool),
-            Choice("run_breakdown", "Data-wait breakdown", (False, True), False, "breakdown", parse_bool),
-            Choice(
-                "run_subset", "Training images", subsets, subsets[-1], "subset", parse_optional_int, subset_name
-            ),
-        )
-    }
+    choices = (
+        Choice("run_epochs", "Epochs", epochs, min(5, epochs[-1]), "epochs", parse_int),
+        Choice("run_batch_size", "Batch size", batches, min(256, batches[-1]), "batch_size", parse_int),
+        Choice("run_amp", "AMP mode", offered, default_amp(report, offered), "amp"),
+        Choice("run_data", "Data", sources, sources[0], "data"),
+        Choice("run_loader", "Loader", LOADERS, "dataloader", "loader"),
+        Choice("run_width", "Model width", WIDTHS, 1, "width", parse_int),
+        Choice("run_channels_last", "channels_last", (False, True), False, "channels_last", parse_bool),
+        Choice("run_breakdown", "Data-wait breakdown", (False, True), False, "breakdown", parse_bool),
+        Choice(
+            "run_subset", "Training images", subsets, subsets[-1], "subset", parse_optional_int, subset_name
+        ),
+    )
+    return {c.param: preset(c, (presets or {}).get(c.param))[0] for c in choices}
+
+
+def preset_problems(choices: Mapping[str, Choice], presets: Mapping[str, str]) -> list[str]:
+    """The presets this server cannot start from (not offered on this hardware or over a limit), one line each."""
+    problems = (preset(choices[param], text)[1] for param, text in presets.items() if param in choices)
+    return [problem for problem in problems if problem]
 
 
 def blocking_reasons(values: dict, report: HardwareReport) -> list[str]:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 
 import pandas as pd
 
+from server.instructor import ClassRow
 from trainer.results import RunResult, compare
 
 CONFIG_COLUMNS = ("precision", "epochs", "batch_size", "data", "subset", "loader", "width", "channels_last")
@@ -56,3 +58,31 @@ def loss_frame(runs: Mapping[str, RunResult]) -> pd.DataFrame:
 
 def to_csv(frame: pd.DataFrame) -> str:
     return frame.to_csv(index=False)
+
+
+def class_frame(rows: Sequence[ClassRow]) -> pd.DataFrame:
+    """The class's latest comparisons, one learner a row, in plain units (for the console and its CSV)."""
+    return pd.DataFrame(
+        [
+            {
+                "learner": row.learner,
+                "finished (UTC)": datetime.fromtimestamp(row.when, timezone.utc).strftime("%Y-%m-%d %H:%M"),
+                "device": row.device,
+                "baseline": row.baseline,
+                "compared": row.candidate,
+                "speedup (x)": round(row.speedup, 3),
+                "memory figure": row.memory_figure,
+                "memory saved (%)": None if row.memory_saving_pct is None else round(row.memory_saving_pct, 1),
+                "baseline accuracy (%)": _percent(row.baseline_accuracy),
+                "compared accuracy (%)": _percent(row.candidate_accuracy),
+                "job": row.job_id,
+            }
+            for row in rows
+        ],
+        columns=["learner", "finished (UTC)", "device", "baseline", "compared", "speedup (x)", "memory figure",
+                 "memory saved (%)", "baseline accuracy (%)", "compared accuracy (%)", "job"],
+    )
+
+
+def _percent(fraction: float | None) -> float | None:
+    return None if fraction is None else round(100 * fraction, 1)

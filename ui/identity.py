@@ -43,6 +43,13 @@ def current_learner(store: LearnerStore) -> Learner:
     return learner
 
 
+def signed_in_email() -> str | None:
+    """The signed-in user's email when sign-in is configured and they are signed in, else None."""
+    if not sign_in_configured() or not st.user.is_logged_in:
+        return None
+    return st.user.get("email")
+
+
 def private_link_token() -> str | None:
     """This browser's own token, for the learner's bookmark link (shown to them only)."""
     return st.session_state.get(f"{LEARNER_KEY}_token")

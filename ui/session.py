@@ -10,16 +10,19 @@ import streamlit as st
 
 from server.history import HistoryStore
 from server.identity import MAX_NAME_CHARS, Learner, LearnerStore
+from server.instructor import PasswordGate
 from server.jobs import JobManager
+from server.presets import PresetStore, parse_presets
 from server.records import JobView
 from server.settings import Settings
 from trainer.child_process import ChildProcessError, run_python_json
 from trainer.environment import HardwareReport, hardware_report
 from trainer.errors import TrainerError
 from ui.choices import Choice, accepts, refusal
-from ui.identity import LINK_PARAM, current_learner, private_link_token, rename
+from ui.identity import LINK_PARAM, current_learner, private_link_token, rename, signed_in_email
 
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
+INSTRUCTOR_KEY = "amp_lab_instructor"
 _HARDWARE_CHILD = (
     "import json; from trainer.environment import hardware_report; "
     "print(json.dumps(hardware_report('cuda').to_dict()))"
@@ -105,10 +108,11 @@ def my_jobs() -> list[JobView]:
 
 
 def learner_panel() -> None:
-    """In the sidebar: who this learner is, a way to change the name, and their private bookmark link."""
+    """In the sidebar: who this learner is, a way to change the name, their private bookmark link, and the
+    instructor's sign-in."""
     me = learner()
     with st.sidebar:
-        st.caption(f"You are **{me.display_name}**")
+        st.caption(f"You are **{me.display_name}**" + (" · instructor" if is_instructor() else ""))
         with st.popover("Change name or bookmark"):
             name = st.text_input("Display name", value=me.display_name, max_chars=MAX_NAME_CHARS)
             if name != me.display_name and rename(get_learners(), me, name):
@@ -117,6 +121,53 @@ def learner_panel() -> None:
             if token:
                 st.caption("Your private link: it opens AMP Lab as you on any browser. Keep it to yourself.")
                 st.code(f"?{LINK_PARAM}={token}", language=None)
+            if _password_gate().enabled and not is_instructor():
+                _instructor_sign_in()
+
+
+# ---- the instructor ------------------------------------------------------------------------------------------
+
+
+@st.cache_resource(show_spinner=False)
+def _gate_for(environment: tuple[tuple[str, str], ...]) -> PasswordGate:
+    return PasswordGate(_settings_for(environment).instructor_password)
+
+
+@st.cache_resource(show_spinner=False)
+def _presets_for(environment: tuple[tuple[str, str], ...]) -> PresetStore:
+    return PresetStore(_job_manager_for(environment).store)
+
+
+def _password_gate() -> PasswordGate:
+    return _or_stop(lambda: _gate_for(_settings_environment()))
+
+
+def get_preset_store() -> PresetStore:
+    return _or_stop(lambda: _presets_for(_settings_environment()))
+
+
+def presets() -> dict[str, str]:
+    """Where every Run page starts: the console's presets if the instructor set some, else the settings'."""
+    from_console = get_preset_store().get()
+    return from_console if from_console is not None else parse_presets(get_settings().presets)
+
+
+def is_instructor() -> bool:
+    """Signed in with the instructor's password in this session, or signed in with an allowed email."""
+    if st.session_state.get(INSTRUCTOR_KEY):
+        return True
+    email = signed_in_email()
+    return email is not None and email.lower() in get_settings().instructor_email_set
+
+
+def _instructor_sign_in() -> None:
+    password = st.text_input("Instructor password", type="password", key="instructor_password")
+    if st.button("Open the instructor console"):
+        ok, message = _password_gate().check(password)
+        if ok:
+            st.session_state[INSTRUCTOR_KEY] = True
+            st.rerun()
+        st.error(message[:1].upper() + message[1:] + ".")
 
 
 def hardware() -> HardwareReport:
