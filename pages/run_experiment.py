@@ -16,7 +16,8 @@ from ui.experiment import (
 )
 from ui.widgets import about, job_panel
 
-LIVE_REFRESH_S = 1.0
+RUNNING_REFRESH_S = 1.0
+QUEUED_REFRESH_S = 5.0
 
 settings = session.get_settings()
 manager = session.get_job_manager()
@@ -124,19 +125,21 @@ if st.button("Run", type="primary", disabled=bool(blocked)):
     jobs.submit(spec)
 
 st.subheader("Your job")
-active = any(not job.finished for job in session.my_jobs())
+mine = session.my_jobs()  # with the history: once per page run, not on every tick
+statuses = {job.id: job.status for job in mine if not job.finished}
+# A running job's progress changes every second; a waiting job's place in the queue far more slowly.
+refresh_s = RUNNING_REFRESH_S if "running" in statuses.values() else QUEUED_REFRESH_S
 
 
-@st.fragment(run_every=LIVE_REFRESH_S if active else None)
+@st.fragment(run_every=refresh_s if statuses else None)
 def live_jobs() -> None:
-    """Redrawn every second while a job of this session is queued or running."""
-    mine = session.my_jobs()
-    running = [job for job in mine if not job.finished]
-    if active and not running:
-        st.rerun()  # the last job just ended: redraw the page once, and stop polling
+    """Redrawn while a job of this learner waits or runs, from the job manager's memory only."""
+    active = session.active_jobs() if statuses else []
+    if {job.id: job.status for job in active} != statuses:
+        st.rerun()  # a job started or ended: redraw the page once (and change or stop the refresh)
     if not mine:
         st.caption("Nothing yet: choose the settings above and press Run.")
-    for job in running or mine[-1:]:
+    for job in active or mine[-1:]:
         with st.container(border=True):
             job_panel(job, sid, manager)
 

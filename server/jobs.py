@@ -49,7 +49,8 @@ class _Job:
     status: str = "queued"
     current_run: int = 0
     progress: Progress | None = None
-    live_losses: list[list[dict]] = field(default_factory=list)
+    # Per run, the loss points so far: a tuple replaced on each new point, so a page's view shares it uncopied.
+    live_losses: list[tuple[dict, ...]] = field(default_factory=list)
     outcomes: list[RunOutcome] = field(default_factory=list)
     error: str | None = None
     started_at: float | None = None
@@ -156,6 +157,13 @@ class JobManager:
         merged = {**stored, **live}
         return sorted(merged.values(), key=lambda v: v.created_at)
 
+    def active_jobs_for(self, session_id: str) -> list[JobView]:
+        """This session's queued and running jobs, oldest first: what a page follows on each tick, read from
+        memory only (no history query)."""
+        with self._cond:
+            jobs = [j for j in self._jobs.values() if j.session_id == session_id and not _done(j)]
+            return [self._view(j) for j in sorted(jobs, key=lambda j: j.created_at)]
+
     def cancel(self, job_id: str, session_id: str) -> bool:
         """Cancel a queued or running job of `session_id`; False if it is not theirs or already over."""
         return self._cancel(job_id, "its owner", lambda job: job.session_id == session_id)
@@ -255,7 +263,7 @@ class JobManager:
                     break
                 job.current_run = index
                 job.progress = None
-                job.live_losses.append([])
+                job.live_losses.append(())
                 job.run_started_at = time.time()
                 self._persist(job)
             started = time.monotonic()
@@ -285,7 +293,7 @@ class JobManager:
                 job.progress = progress
                 if progress.loss is not None:
                     point = {"step": progress.global_step, "epoch": progress.epoch, "loss": progress.loss}
-                    job.live_losses[index].append(point)
+                    job.live_losses[index] = (*job.live_losses[index], point)
 
         def on_spawn(pid: int) -> None:
             log.info("job %s run %d is process %d", job.id, index + 1, pid)  # for an admin who must find it
@@ -397,7 +405,7 @@ class JobManager:
             estimated_wait_s=wait,
             current_run=job.current_run,
             progress=copy.copy(job.progress),
-            live_losses=[list(points) for points in job.live_losses],
+            live_losses=list(job.live_losses),
             outcomes=list(job.outcomes),
             error=job.error,
             spec=copy.deepcopy(job.spec),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trainer.config import RunConfig
@@ -81,7 +82,7 @@ class JobView:
     estimated_wait_s: float | None  # until this job starts; None when unknown or not queued
     current_run: int  # index into spec.runs being executed
     progress: Progress | None  # latest progress of the current run
-    live_losses: list[list[dict]]  # per run: {"step", "epoch", "loss"} points seen so far
+    live_losses: list[Sequence[dict]]  # per run: {"step", "epoch", "loss"} points seen so far
     outcomes: list[RunOutcome]  # each finished run, in order
     error: str | None
     spec: JobSpec

@@ -1,6 +1,8 @@
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -142,7 +144,7 @@ def test_queued_jobs_see_their_position_and_an_estimated_wait(make_manager):
     third = manager.submit("c", run_spec(3))
     running, next_up, last = manager.get(first), manager.get(second), manager.get(third)
     assert running.queue_position is None and running.progress.images_per_s == 900.0
-    assert running.live_losses == [[{"step": 1, "epoch": 1, "loss": 2.5}]]
+    assert [list(points) for points in running.live_losses] == [[{"step": 1, "epoch": 1, "loss": 2.5}]]
     assert (next_up.queue_position, last.queue_position) == (1, 2)
     assert 0 < next_up.estimated_wait_s < last.estimated_wait_s
     assert next_up.estimated_total_s > 0
@@ -511,3 +513,13 @@ def test_the_wait_counts_every_worker(make_manager):
 def test_a_cpu_server_keeps_one_worker(make_manager):
     manager = make_manager(FakeRunner())
     assert [slot.label for slot in manager.slots] == ["cpu"]
+
+
+def test_ray_is_never_imported_without_a_ray_address():
+    code = (
+        "import sys\n"
+        "import server.jobs, server.settings, server.devices, bench.class_sim\n"
+        "assert 'ray' not in sys.modules, 'ray was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

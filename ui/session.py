@@ -107,6 +107,11 @@ def my_jobs() -> list[JobView]:
     return get_job_manager().jobs_for_session(learner_id())
 
 
+def active_jobs() -> list[JobView]:
+    """This learner's waiting and running jobs, from the job manager's memory (cheap enough for every tick)."""
+    return get_job_manager().active_jobs_for(learner_id())
+
+
 def learner_panel() -> None:
     """In the sidebar: who this learner is, a way to change the name, their private bookmark link, and the
     instructor's sign-in."""
