@@ -100,6 +100,33 @@ def test_compare_runs_both_modes_and_prints_the_table(tmp_path, capsys):
         saved["baseline"]["total_time_s"] / saved["candidate"]["total_time_s"])
 
 
+def test_compare_repeats_alternates_the_modes_and_writes_the_speedup_interval(tmp_path, capsys):
+    path = tmp_path / "compare.json"
+    assert main(["compare", "--amp", "amp-bf16", *TINY, "--repeats", "2", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "pair 2 of 2" in out and "Speedup over 2 alternating pairs" in out and "Timing quality" in out
+    saved = json.loads(path.read_text())
+    assert saved["order"] == ["fp32", "amp-bf16", "fp32", "amp-bf16"]
+    started = [run["started_at"] for run in saved["runs"]]
+    assert started == sorted(started)  # each in its own process, one after the other
+    speedup = saved["speedup"]
+    assert speedup["pairs"] == 2 and speedup["low"] <= speedup["median"] <= speedup["high"]
+    assert all(run["timing_quality"]["verdict"] in ("steady", "noisy") for run in saved["runs"])
+
+
+def test_compare_once_says_the_interval_is_unknown(tmp_path, capsys):
+    path = tmp_path / "compare.json"
+    assert main(["compare", "--amp", "amp-bf16", *TINY, "--json", str(path)]) == 0
+    assert "its spread is unknown" in capsys.readouterr().out
+    speedup = json.loads(path.read_text())["speedup"]
+    assert speedup["low"] is None and speedup["high"] is None and "unknown" in speedup["note"]
+
+
+def test_compare_refuses_repeats_out_of_range(capsys):
+    assert main(["compare", "--amp", "amp-bf16", *TINY, "--repeats", "0"]) == 2
+    assert "--repeats must be between 1 and 10" in capsys.readouterr().err
+
+
 def test_compare_with_the_default_malloc_runs_both_children_untuned(tmp_path, capsys):
     path = tmp_path / "compare.json"
     assert main(["compare", "--amp", "amp-bf16", *TINY, "--default-malloc", "--json", str(path)]) == 0

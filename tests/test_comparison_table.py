@@ -55,3 +55,21 @@ def test_lab_reference_says_how_many_times_as_fast():
 @pytest.mark.parametrize("count, text", [(1_800_000_000, "1.80 GB"), (95_000_000, "95 MB"), (2_500, "2 kB")])
 def test_format_bytes_uses_decimal_units_like_the_lab(count, text):
     assert format_bytes(count) == text
+
+
+def test_the_table_shows_the_speedup_interval_or_says_it_is_unknown():
+    from trainer.results import SpeedupInterval
+
+    built = comparison_table(*lab_pair(), SpeedupInterval(1.56, 1.4, 1.7, 3))
+    assert by_metric(built)["Speedup over 3 alternating pairs"][2] == "median 1.56x (range 1.40x to 1.70x)"
+    single = comparison_table(*lab_pair(), SpeedupInterval(1.56, None, None, 1))
+    assert any("spread is unknown" in note for note in single.notes)
+
+
+def test_the_table_shows_each_runs_timing_quality_and_the_reasons_of_a_noisy_one():
+    noisy = {"verdict": "noisy", "cv": 0.31, "reasons": ["other processes used 48% of the 2 CPU cores"]}
+    baseline = make_result("fp32", 75.0, timing_quality=noisy)
+    candidate = make_result("amp-bf16", 48.0, timing_quality={"verdict": "steady", "cv": 0.02, "reasons": []})
+    built = comparison_table(baseline, candidate)
+    assert by_metric(built)["Timing quality"] == ["noisy (spread 31%)", "steady (spread 2%)", ""]
+    assert "timing (fp32): noisy: other processes used 48% of the 2 CPU cores" in built.notes

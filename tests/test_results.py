@@ -54,3 +54,27 @@ def test_compare_without_throughput_or_accuracy():
 def test_compare_survives_a_zero_time_baseline():
     c = compare(_result("fp32", 0.0, {}), _result("amp-bf16", 1.0, {}))
     assert c.time_saved_pct == 0.0 and c.speedup == 0.0
+
+
+def test_speedup_interval_over_alternating_pairs():
+    from trainer.results import median_pair, speedup_interval, split_pairs
+
+    runs = []
+    for fp32_s, amp_s in ((10.0, 8.0), (12.0, 8.0), (10.0, 9.0)):  # speedups 1.25, 1.5, 1.11
+        runs += [_result("fp32", fp32_s, {}), _result("amp-bf16", amp_s, {})]
+    baselines, candidates = split_pairs(runs)
+    assert [r.precision for r in baselines] == ["fp32"] * 3 and len(candidates) == 3
+    interval = speedup_interval(baselines, candidates)
+    assert (interval.median, interval.low, interval.high, interval.pairs) == pytest.approx((1.25, 10 / 9, 1.5, 3))
+    assert not interval.straddles_one and "median of 3 alternating pairs (range 1.11x to 1.50x)" in interval.describe()
+    assert median_pair(baselines, candidates)[0].total_time_s == 10.0 and median_pair(baselines, candidates)[1].total_time_s == 8.0
+
+
+def test_one_pair_has_no_interval_and_says_so():
+    from trainer.results import SpeedupInterval, speedup_interval
+
+    interval = speedup_interval([_result("fp32", 10.0, {})], [_result("amp-bf16", 5.0, {})])
+    assert interval.median == 2.0 and interval.low is None and not interval.known
+    assert "spread is unknown" in interval.describe() and interval.to_dict()["note"]
+    assert SpeedupInterval.from_dict(interval.to_dict()) == interval
+    assert SpeedupInterval(1.02, 0.9, 1.2, 3).straddles_one

@@ -12,11 +12,12 @@ from trainer.comparison_table import MEMORY_SHORT_NAMES, comparison_table, forma
 from trainer.config import DATA_SOURCES, DEVICES, LOADERS, PRECISIONS, WIDTHS, RunConfig
 from trainer.errors import CancelledError, ConfigError, TrainerError
 from trainer.progress import Progress
-from trainer.results import MEMORY_LABELS, RunResult, compare
+from trainer.results import MEMORY_LABELS, RunResult, compare, median_pair, speedup_interval
 
 PROG = "python -m trainer"
 CANDIDATES = ("amp-fp16", "amp-bf16", "tf32")
 EXIT_RUN_FAILED, EXIT_BAD_ARGUMENTS, EXIT_CANCELLED = 1, 2, 130
+MAX_REPEATS = 10
 
 EPILOG = """exit status:
   0    the run finished
@@ -48,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                                epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     comp.add_argument("--amp", default=None, choices=CANDIDATES,
                       help="the mode to compare against fp32 (default: what this hardware is best at)")
+    comp.add_argument("--repeats", type=int, default=1,
+                      help="pairs of runs, fp32 and the AMP mode alternately (A B A B ...), each in a fresh process; "
+                           "2 or more give the speedup's range (default 1: the range is unknown)")
     _add_run_options(comp)
     comp.set_defaults(handler=_compare_command)
     return parser
@@ -73,6 +77,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-every", type=int, default=d.log_every, help=f"steps between loss lines (default {d.log_every})")
     parser.add_argument("--warmup-steps", type=int, default=d.warmup_steps,
                         help=f"first steps left out of the steady throughput (default {d.warmup_steps})")
+    parser.add_argument("--min-steady-s", type=float, default=d.min_steady_s,
+                        help="add whole epochs until this many seconds after warm-up are timed (default: none)")
     parser.add_argument("--breakdown", action="store_true",
                         help="also time data waiting vs compute (one extra sync per step on CUDA)")
     parser.add_argument("--default-malloc", action="store_true",
@@ -129,21 +135,34 @@ def _compare_command(args: argparse.Namespace) -> int:
     candidate_config = _config_from(args, amp)
     _check_runnable(candidate_config)
     _check_json_path(args.json)
-    results = []
-    for role, config in (("baseline", baseline_config), ("candidate", candidate_config)):
-        print(f"== {config.precision} ({role}), in a fresh process: {_describe(config, device.type)}", flush=True)
-        outcome = run_isolated(config, on_progress=_LogPrinter(prefix=f"{config.precision:>8} "))
-        if outcome.status != "ok":
-            return _outcome_failure(config, outcome)
-        results.append(outcome.result)
-    baseline, candidate = results
+    if not 1 <= args.repeats <= MAX_REPEATS:
+        raise ConfigError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
+    baselines, candidates = [], []
+    # Alternating, so that a slow drift or a burst of load on the machine touches both modes alike.
+    for repeat in range(1, args.repeats + 1):
+        for role, config, done in (("baseline", baseline_config, baselines), ("candidate", candidate_config, candidates)):
+            numbered = f", pair {repeat} of {args.repeats}" if args.repeats > 1 else ""
+            print(f"== {config.precision} ({role}{numbered}), in a fresh process: {_describe(config, device.type)}",
+                  flush=True)
+            outcome = run_isolated(config, on_progress=_LogPrinter(prefix=f"{config.precision:>8} "))
+            if outcome.status != "ok":
+                return _outcome_failure(config, outcome)
+            done.append(outcome.result)
+    interval = speedup_interval(baselines, candidates)
+    baseline, candidate = median_pair(baselines, candidates)
     print()
-    print(comparison_table(baseline, candidate).as_text())
+    if args.repeats > 1:
+        print(f"The table shows the pair with the median speedup; speedup {interval.describe()}.")
+    print(comparison_table(baseline, candidate, interval).as_text())
     if args.json:
+        runs = [run for pair in zip(baselines, candidates) for run in pair]  # in the order they ran
         payload = {
             "baseline": baseline.to_dict(),
             "candidate": candidate.to_dict(),
             "comparison": compare(baseline, candidate).to_dict(),
+            "speedup": interval.to_dict(),
+            "order": [run.precision for run in runs],
+            "runs": [run.to_dict() for run in runs],
         }
         Path(args.json).write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         print(f"results written to {args.json}")
@@ -214,6 +233,11 @@ def summary(result: RunResult) -> str:
         lines.append(f"  skipped steps: {result.skipped_steps} of {result.total_steps} (final loss scale {final:g})")
     if result.data_wait_s is not None:
         lines.append(f"  breakdown: waiting for data {result.data_wait_s:.2f} s, computing {result.compute_s:.2f} s")
+    quality = result.timing_quality
+    if quality:
+        spread = "not measured" if quality.get("cv") is None else f"{quality['cv']:.1%} spread between intervals"
+        lines.append(f"  timing: {quality['verdict']} ({spread})")
+        lines.extend(f"    noisy: {reason}" for reason in quality.get("reasons", []))
     lines.extend(f"  warning: {w}" for w in result.warnings)
     return "\n".join(lines)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trainer.results import LAB_REFERENCE, MEMORY_LABELS, RunResult, compare
+from trainer.results import LAB_REFERENCE, MEMORY_LABELS, RunResult, SpeedupInterval, compare
 
 PRECISION_NAMES = {"fp32": "FP32", "tf32": "TF32", "amp-fp16": "AMP (fp16)", "amp-bf16": "AMP (bf16)"}
 # Short names for table rows and chart axes; MEMORY_LABELS holds the full description of each figure.
@@ -76,8 +76,11 @@ class ComparisonTable:
         return "\n".join(text + self.notes)
 
 
-def comparison_table(baseline: RunResult, candidate: RunResult) -> ComparisonTable:
-    """The lab's table computed from two runs: time, throughput, each memory figure, accuracy, skipped steps."""
+def comparison_table(
+    baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None
+) -> ComparisonTable:
+    """The lab's table computed from two runs: time, throughput, each memory figure, accuracy, skipped steps;
+    with `interval` (repeated pairs), the speedup's median and range, or a note that one pair has no range."""
     comparison = compare(baseline, candidate)
     epochs = baseline.config.get("epochs")
     same_epochs = epochs == candidate.config.get("epochs")
@@ -87,6 +90,9 @@ def comparison_table(baseline: RunResult, candidate: RunResult) -> ComparisonTab
         format_seconds(candidate.total_time_s),
         speed_change(baseline.total_time_s, candidate.total_time_s),
     )]
+    if interval is not None and interval.known:
+        rows.append((f"Speedup over {interval.pairs} alternating pairs", "", "",
+                     f"median {interval.median:.2f}x (range {interval.low:.2f}x to {interval.high:.2f}x)"))
     if comparison.throughput_speedup is not None:
         rows.append((
             f"Throughput (images/s after {baseline.warmup_steps} warm-up steps)",
@@ -94,6 +100,8 @@ def comparison_table(baseline: RunResult, candidate: RunResult) -> ComparisonTab
             f"{candidate.steady_images_per_s:,.0f}",
             f"{comparison.throughput_speedup:.2f}x",
         ))
+    if baseline.timing_quality or candidate.timing_quality:
+        rows.append(("Timing quality", _verdict(baseline), _verdict(candidate), ""))
     for key in comparison.memory_reduction_pct:
         before, after = baseline.peak_memory[key], candidate.peak_memory[key]
         rows.append((f"Peak memory: {MEMORY_SHORT_NAMES.get(key, key)}", format_bytes(before), format_bytes(after),
@@ -109,8 +117,20 @@ def comparison_table(baseline: RunResult, candidate: RunResult) -> ComparisonTab
         rows.append(("Steps skipped by the loss scaler", str(baseline.skipped_steps), str(candidate.skipped_steps),
                      ""))
     notes = [f"{MEMORY_SHORT_NAMES.get(k, k)}: {MEMORY_LABELS.get(k, k)}" for k in comparison.memory_reduction_pct]
+    if interval is not None and not interval.known:
+        notes.append("speedup: one pair of runs, so its spread is unknown (compare --repeats 3 measures it)")
+    notes += [f"timing ({r.precision}): noisy: {reason}" for r in (baseline, candidate)
+              for reason in (r.timing_quality or {}).get("reasons", [])]
     notes += [f"warning ({r.precision}): {w}" for r in (baseline, candidate) for w in r.warnings]
     return ComparisonTable((COLUMNS_METRIC, *_column_names(baseline, candidate), COLUMNS_CHANGE), rows, notes)
+
+
+def _verdict(result: RunResult) -> str:
+    """'steady' or 'noisy' with the spread between intervals; '-' when the run did not record it."""
+    quality = result.timing_quality
+    if not quality:
+        return "-"
+    return quality["verdict"] + ("" if quality.get("cv") is None else f" (spread {quality['cv']:.0%})")
 
 
 def lab_reference_table() -> ComparisonTable:

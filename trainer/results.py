@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import asdict, dataclass, field
+from typing import Sequence
 
 from trainer.known_fields import from_known_fields
 
@@ -117,3 +119,67 @@ def compare(baseline: RunResult, candidate: RunResult) -> Comparison:
     if baseline.test_accuracy is not None and candidate.test_accuracy is not None:
         accuracy = candidate.test_accuracy - baseline.test_accuracy
     return Comparison(baseline.precision, candidate.precision, speedup, time_saved, throughput, memory, accuracy)
+
+
+@dataclass
+class SpeedupInterval:
+    """The speedup (baseline time / candidate time) over pairs of runs made alternately: its median and range.
+
+    One pair has no range: low and high are then None, and `describe()` says that the spread is unknown."""
+
+    median: float
+    low: float | None
+    high: float | None
+    pairs: int
+
+    @property
+    def known(self) -> bool:
+        return self.pairs >= 2
+
+    @property
+    def straddles_one(self) -> bool:
+        """The pairs disagree on which mode was faster."""
+        return self.known and self.low < 1.0 < self.high
+
+    def describe(self) -> str:
+        if not self.known:
+            return (f"{self.median:.2f}x from one pair of runs: its spread is unknown (repeat the comparison, "
+                    "e.g. compare --repeats 3, to measure it)")
+        return f"{self.median:.2f}x, median of {self.pairs} alternating pairs (range {self.low:.2f}x to {self.high:.2f}x)"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "note": None if self.known else "one pair of runs: the interval is unknown"}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SpeedupInterval":
+        return from_known_fields(cls, data)
+
+
+def split_pairs(results: Sequence[RunResult]) -> tuple[list[RunResult], list[RunResult]]:
+    """A comparison's runs in the order they ran (fp32, AMP, fp32, AMP, ...) as baselines and candidates; the
+    baseline is the first run's precision."""
+    if not results:
+        return [], []
+    first = results[0].precision
+    baselines = [r for r in results if r.precision == first]
+    candidates = [r for r in results if r.precision != first]
+    if not candidates:  # the same mode twice: alternate by position
+        baselines, candidates = list(results[0::2]), list(results[1::2])
+    pairs = min(len(baselines), len(candidates))
+    return baselines[:pairs], candidates[:pairs]
+
+
+def speedup_interval(baselines: Sequence[RunResult], candidates: Sequence[RunResult]) -> SpeedupInterval | None:
+    """Median, lowest and highest speedup over the pairs (baselines[i], candidates[i]); None without a pair."""
+    speedups = [compare(b, c).speedup for b, c in zip(baselines, candidates)]
+    if not speedups:
+        return None
+    if len(speedups) == 1:
+        return SpeedupInterval(speedups[0], None, None, 1)
+    return SpeedupInterval(statistics.median(speedups), min(speedups), max(speedups), len(speedups))
+
+
+def median_pair(baselines: Sequence[RunResult], candidates: Sequence[RunResult]) -> tuple[RunResult, RunResult]:
+    """The pair whose speedup is the median one (the lower middle for an even count): the table's two runs."""
+    ranked = sorted(zip(baselines, candidates), key=lambda pair: compare(*pair).speedup)
+    return ranked[(len(ranked) - 1) // 2]
