@@ -9,7 +9,8 @@ session.learner_panel()  # first, so that sign-in (when configured) comes before
 
 pages = {
     # The walkthrough's order: the lab's two scripts, what autocast does to each layer, the formats behind
-    # it, loss scaling; then run it, read the results, and ask why the speedup is what it is.
+    # it, loss scaling, where the memory goes (which the lab's second claim needs before it is measured); then
+    # run it, read the results, and ask why the speedup is what it is.
     "Learn": [
         st.Page("pages/overview.py", title="Overview", default=True),
         st.Page("pages/fp32_baseline.py", title="The fp32 baseline", url_path="baseline"),
@@ -17,6 +18,7 @@ pages = {
         st.Page("pages/autocast_layers.py", title="Autocast layer by layer", url_path="autocast"),
         st.Page("pages/number_formats.py", title="Number formats", url_path="number-formats"),
         st.Page("pages/loss_scaling.py", title="Underflow and loss scaling", url_path="loss-scaling"),
+        st.Page("pages/memory.py", title="Where the memory goes", url_path="memory"),
     ],
     "Experiment": [
         st.Page("pages/run_experiment.py", title="Run the experiment", url_path="run"),

@@ -207,4 +207,4 @@ st.caption(
     "is skipped and the scale drops back. These periodic probes keep the scale as high as the gradients allow."
 )
 
-next_link("pages/run_experiment.py", "run the experiment")
+next_link("pages/memory.py", "where the memory goes")

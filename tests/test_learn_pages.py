@@ -75,7 +75,7 @@ def test_loss_scaling_page_scales_gradients_and_simulates(app):
     assert any("No finished amp-fp16 run" in i for i in texts(app.info))
     assert "Run a tiny amp-fp16 run" in [b.label for b in app.button]
     assert any("overflow first" in c for c in texts(app.caption))
-    assert any("Next: run the experiment" in link.label for link in app.get("page_link"))
+    assert any("Next: where the memory goes" in link.label for link in app.get("page_link"))
     # The simulator's defaults: gradients of 2, scale 2^16, growth every 100 good steps, a spike at step 250.
     trace = simulate_gradients([2.0] * 400, ScalerSettings(growth_interval=100), extra_inf_steps=[250])
     assert trace.skipped_steps[:3] == [1, 2, 103]  # 2^16 and 2^15 overflow; each regrowth to 2^15 overflows again
@@ -181,3 +181,21 @@ def test_when_amp_pays_page_queues_a_sweep(app):
     assert job.kind == "sweep" and [r.precision for r in job.spec.runs] == ["fp32", "amp-bf16"]
     assert job.spec.probe_max_batch is False
     assert manager.cancel(job_id, app.session_state["amp_lab_learner"].id)
+
+
+def test_memory_page_predicts_then_shows_the_measured_breakdown(app):
+    app.query_params["batch"] = "8"
+    open_page(app, "memory")
+    assert app.title[0].value == "Where the memory goes"
+    assert app.select_slider[0].value == 8
+    assert not charts(app)  # the answer waits for a guess
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    assert any("Your guess: **40%** · measured: **" in m for m in texts(app.markdown))
+    table = app.dataframe[0].value.set_index("component")
+    assert table.loc["saved activations: int64 (max-pool indices)", "fp32"] == table.loc[
+        "saved activations: int64 (max-pool indices)", "amp-bf16"]
+    assert any("in both modes" in m for m in texts(app.markdown))
+    assert any(c.startswith("Check: at the end of the forward pass") for c in texts(app.caption))
+    assert len(charts(app)) == 1
+    assert any("Next: run the experiment" in link.label for link in app.get("page_link"))

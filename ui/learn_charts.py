@@ -267,3 +267,59 @@ def _fate(log2_low: int) -> str:
     if log2_low < 16:
         return "normal"
     return "overflows to inf"
+
+
+MEMORY_COLOURS = {
+    "weights (fp32)": "#4c78a8",
+    "optimizer state (momentum, fp32)": "#9ecae9",
+    "input batch": "#bab0ac",
+    "16-bit weight copies (autocast)": "#f58518",
+    "saved activations: float32": "#54a24b",
+    "saved activations: bfloat16": "#e45756",
+    "saved activations: float16": "#ff9d98",
+    "saved activations: int64 (max-pool indices)": "#b279a2",
+    "other tensors of the forward pass": "#d8d8d8",
+    "gradients (fp32)": "#72b7b2",
+    "backward's extra at its peak": "#eeca3b",
+    "allocator's cache (reserved, unused)": "#9d755d",
+    "CUDA context and libraries": "#79706e",
+}
+
+
+def memory_breakdown_chart(rows: list[dict]) -> alt.Chart:
+    """One stacked bar per precision: the step's memory by component (MB), in the order the rows give."""
+    frame = pd.DataFrame(rows)
+    frame["MB"] = frame["bytes"] / 1e6
+    present = [c for c in MEMORY_COLOURS if c in set(frame["component"])]
+    return (
+        alt.Chart(frame)
+        .mark_bar()
+        .encode(
+            y=alt.Y("precision:N", title=None, sort=list(dict.fromkeys(frame["precision"]))),
+            x=alt.X("MB:Q", title="MB (10^6 bytes)", stack=True),
+            color=alt.Color("component:N", title=None, sort=present,
+                            scale=alt.Scale(domain=present, range=[MEMORY_COLOURS[c] for c in present]),
+                            legend=alt.Legend(orient="bottom", columns=2, labelLimit=320)),
+            order=alt.Order("order:Q"),
+            tooltip=["precision:N", "component:N", alt.Tooltip("MB:Q", format=",.1f")],
+        )
+        .properties(title="One training step's memory, measured", height=alt.Step(40))
+    )
+
+
+def memory_by_batch_chart(rows: list[dict]) -> alt.Chart:
+    """A step's peak memory (MB) against batch size, a line per precision, batch on a log2 axis."""
+    frame = pd.DataFrame(rows)
+    frame["MB"] = frame["bytes"] / 1e6
+    return (
+        alt.Chart(frame)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2)),
+            y=alt.Y("MB:Q", title="peak MB in one step"),
+            color=alt.Color("precision:N", title="precision", scale=_precision_scale(frame["precision"])),
+            tooltip=["precision:N", "batch_size:Q", alt.Tooltip("MB:Q", format=",.1f"),
+                     alt.Tooltip("saving:Q", title="AMP saves", format=".0%")],
+        )
+        .properties(title="A step's peak memory by batch size")
+    )

@@ -14,6 +14,7 @@ PAGES = [
     ("Adding AMP", "adding-amp", "Adding AMP"),
     ("Number formats", "number-formats", "Number formats"),
     ("Underflow and loss scaling", "loss-scaling", "loss scaling"),
+    ("Where the memory goes", "memory", "memory goes"),
     ("Autocast layer by layer", "autocast", "Autocast"),
     ("Run the experiment", "run", "Run the experiment"),
     ("When AMP pays off", "when-amp-pays", "AMP pays off"),

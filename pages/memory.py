@@ -1,0 +1,148 @@
+"""Where the memory goes: one training step of the lab model, fp32 beside AMP, measured component by component."""
+
+import streamlit as st
+
+from lessons.memory_breakdown import BACKWARD_EXTRA, POOL_INDICES, MemoryBreakdown, measure_in_fresh_process
+from trainer.errors import TrainerError
+from ui import session
+from ui.experiment import BATCH_SIZES, amp_modes, default_amp
+from ui.learn_charts import memory_breakdown_chart, memory_by_batch_chart
+from ui.predict import predict_then_check
+from ui.widgets import next_link
+
+SWEEP_BATCHES = (8, 32, 128, 512)
+CONTEXT = "CUDA context and libraries"
+RESERVE = "allocator's cache (reserved, unused)"
+
+
+@st.cache_data(show_spinner="Measuring one training step in each mode, in a fresh Python...", max_entries=16)
+def breakdowns(device: str, precisions: tuple[str, ...], batch_sizes: tuple[int, ...]) -> list[dict]:
+    return [b.to_dict() for b in measure_in_fresh_process(precisions, batch_sizes, device=device)]
+
+
+def mb(nbytes: float) -> str:
+    return f"{nbytes / 1e6:,.1f} MB"
+
+
+def saving(before: float, after: float) -> float:
+    return 1 - after / before if before else 0.0
+
+
+def explain_step(fp32: MemoryBreakdown, mixed: MemoryBreakdown, amp: str, batch: int, device: str) -> None:
+    """The stacked chart, the table and what they say."""
+    st.altair_chart(memory_breakdown_chart(fp32.rows() + mixed.rows()), width="stretch")
+    names = [n for n in dict.fromkeys([*fp32.components, *mixed.components])]
+    st.dataframe(
+        [{"component": name, "fp32": mb(fp32.components.get(name, 0)), amp: mb(mixed.components.get(name, 0))}
+         for name in names],
+        hide_index=True,
+    )
+
+    fixed = sum(fp32.components[n] for n in ("weights (fp32)", "gradients (fp32)", "optimizer state (momentum, fp32)"))
+    pool = mixed.components.get(POOL_INDICES, 0)
+    copies = mixed.components.get("16-bit weight copies (autocast)", 0)
+    st.markdown(
+        f"""
+    **What this says, at batch {batch} on this {device.upper()}:**
+    - Weights, gradients and momentum: **{mb(fixed)} in both modes**. AMP does not shrink them.
+    - Autocast's 16-bit weight copies add **{mb(copies)}** to the {amp} step.
+    - Saved activations: **{mb(fp32.saved_activations)} -> {mb(mixed.saved_activations)}**
+      ({saving(fp32.saved_activations, mixed.saved_activations):.0%} less), of which **{mb(pool)}** are max-pool's int64
+      indices, the same in both.
+    - The step's peak: **{mb(fp32.total)} -> {mb(mixed.total)}** ({saving(fp32.total, mixed.total):.0%} less).
+      "{BACKWARD_EXTRA}" is what the backward pass holds beyond the rest at its peak: the gradients flowing back
+      through the layers before the activations they replace are freed, {mb(fp32.components[BACKWARD_EXTRA])} in fp32.
+    """
+    )
+    st.caption(
+        f"Check: at the end of the forward pass the components add up to {mb(fp32.forward_components)} (fp32) and "
+        f"{mb(mixed.forward_components)} ({amp}); the allocator counted {mb(fp32.forward_live)} and "
+        f"{mb(mixed.forward_live)} live then. The peak is the allocator's most bytes live at once in the step."
+    )
+    if device == "cuda":
+        for result in (fp32, mixed):
+            for note in result.notes:
+                st.caption(f"{result.precision}: {note}")
+        if fp32.process_total and mixed.process_total:
+            st.markdown(
+                f"nvidia-smi sees **{mb(fp32.process_total)} -> {mb(mixed.process_total)}** for this process: the "
+                f"tensors above, plus the caching allocator's reserve ({mb(fp32.components.get(RESERVE, 0))} in fp32) and "
+                f"the CUDA context with cuDNN and cuBLAS ({mb(fp32.components.get(CONTEXT, 0))}), which AMP does not "
+                "shrink. That is why the lab's nvidia-smi figures are far larger than the tensors of its step."
+            )
+    else:
+        st.info(
+            "On a GPU, nvidia-smi also counts the CUDA context with the cuDNN and cuBLAS libraries (typically several "
+            "hundred MB, fixed) and the caching allocator's reserve (freed blocks it keeps for reuse). None of them "
+            "shrinks with AMP, and at batch 256 they are most of the lab's 1.8 GB: its tensors are about a tenth of "
+            "that. Run this page on the class's GPU server to see them measured."
+        )
+
+
+def batch_sweep(amp: str, device: str, max_batch: int) -> None:
+    """The step's peak in both modes at a few batch sizes, measured on request."""
+    st.subheader("At which batch size does AMP's saving become large?")
+    st.markdown(
+        "Weights, gradients, momentum (and the CUDA context) are fixed; saved activations grow with the batch. So at small "
+        "batches AMP saves little, or even costs memory through its weight copies, and the saving approaches the "
+        "activations' own saving as the batch grows."
+    )
+    sweep_batches = tuple(b for b in SWEEP_BATCHES if b <= max_batch)
+    if st.button(f"Measure at batch sizes {', '.join(map(str, sweep_batches))}"):
+        st.session_state["memory-sweep"] = sweep_batches
+    if st.session_state.get("memory-sweep") == sweep_batches:
+        try:
+            found = [MemoryBreakdown.from_dict(d) for d in breakdowns(device, ("fp32", amp), sweep_batches)]
+        except TrainerError as err:
+            st.error(f"Could not measure the sweep: {err}")
+        else:
+            peaks = {(r.precision, r.batch_size): r.total for r in found}
+            rows = [{"precision": r.precision, "batch_size": r.batch_size, "bytes": r.total,
+                     "saving": saving(peaks[("fp32", r.batch_size)], r.total)} for r in found]
+            st.altair_chart(memory_by_batch_chart(rows), width="stretch")
+            st.markdown(" · ".join(f"batch {b}: {saving(peaks[('fp32', b)], peaks[(amp, b)]):.0%} less"
+                                   for b in sweep_batches))
+    elif device == "cpu":
+        st.caption(f"On this CPU a {amp} step at batch 512 takes several seconds: expect up to a minute.")
+
+
+st.title("Where the memory goes")
+st.markdown(
+    """
+The lab reports that AMP needs about 39% less GPU memory (1.8 GB -> 1.1 GB in nvidia-smi). Where does that come
+from? With `torch.amp`, the **weights, their gradients and the optimizer's state stay fp32**: autocast casts a
+weight to 16 bits when an op uses it, and *adds* that copy for the step. What shrinks is what autograd **saves
+for the backward pass**: the activations that conv, ReLU and linear layers keep, now in 16 bits. Not all of them:
+max-pooling saves the position of each maximum as an int64 index, 8 bytes per output value in every mode.
+
+Below, one step of the lab's model is measured twice in a fresh Python: each component is the size of the real
+tensors it holds (autograd's saved-tensor hooks report every tensor the forward pass keeps), and the totals come
+from the allocator itself.
+"""
+)
+
+settings = session.get_settings()
+device = session.get_job_manager().device_type
+offered, _ = amp_modes(session.hardware())
+amp = default_amp(session.hardware(), offered)
+batches = [b for b in sorted({*BATCH_SIZES, 8, 16}) if b <= settings.max_batch_size] or [settings.max_batch_size]
+asked = st.query_params.get("batch", "256")
+default_batch = int(asked) if asked.isdigit() and int(asked) in batches else min(batches, key=lambda b: abs(b - 256))
+batch = st.select_slider("Batch size", options=batches, value=default_batch,
+                         help="The lab trains at 256. Activations grow with the batch; weights and optimizer state "
+                              "do not.")
+
+try:
+    fp32, mixed = (MemoryBreakdown.from_dict(d) for d in breakdowns(device, ("fp32", amp), (batch,)))
+except TrainerError as err:
+    st.error(f"Could not measure the step: {err}")
+    st.stop()
+revealed = predict_then_check(
+    "memory-saving", f"At batch {batch}, how much less memory will the {amp} step need at its peak than fp32's?",
+    low=0, high=80, default=40, step=5, fmt="%d%%", answer=round(100 * saving(fp32.total, mixed.total)),
+)
+if revealed:
+    explain_step(fp32, mixed, amp, batch, device)
+    batch_sweep(amp, device, settings.max_batch_size)
+
+next_link("pages/run_experiment.py", "run the experiment")

@@ -1,0 +1,49 @@
+"""Predict, then check: the learner commits a guess before a measured answer is shown, then sees how close it was."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+SKIPPED = "skipped"
+
+
+def closeness(guess: float, answer: float, span: float) -> str:
+    """How far a guess was from the measured answer, in words; `span` is the guess slider's range."""
+    off = abs(guess - answer) / span if span else 0.0
+    if off <= 0.05:
+        return "spot on"
+    side = "higher" if answer > guess else "lower"
+    return f"{'close' if off <= 0.2 else 'off'}: the measured value is {side} than your guess"
+
+
+def predict_then_check(key: str, question: str, *, low: float, high: float, default: float, step: float,
+                       fmt: str, answer: float | None, pending: str = "") -> bool:
+    """A guess slider and a lock button; once locked, the guess beside the measured `answer` (printf `fmt`).
+    Returns True once the learner has locked a guess (or asked to skip it), so a page can hold its answer back
+    until then."""
+    state = f"predict-{key}"
+    with st.container(border=True):
+        st.markdown(f"**Predict, then check.** {question}")
+        guess = st.session_state.get(state)
+        if guess is None:
+            chosen = st.slider("Your guess", min_value=low, max_value=high, value=default, step=step, format=fmt,
+                               key=f"{state}-slider")
+            lock, skip = st.columns([1, 3])
+            if lock.button("Lock in my guess", key=f"{state}-lock"):
+                st.session_state[state] = chosen
+                st.rerun()
+            if skip.button("Just show me", key=f"{state}-skip", type="tertiary"):
+                st.session_state[state] = SKIPPED
+                st.rerun()
+            return False
+        if guess == SKIPPED:
+            st.markdown("No guess this time." + ("" if answer is None else f" Measured: **{fmt % answer}**."))
+        elif answer is None:
+            st.markdown(f"Your guess: **{fmt % guess}**. {pending or 'The answer appears once it is measured.'}")
+        else:
+            st.markdown(f"Your guess: **{fmt % guess}** · measured: **{fmt % answer}** "
+                        f"({closeness(guess, answer, high - low)}).")
+        if st.button("Guess again", key=f"{state}-again"):
+            del st.session_state[state]
+            st.rerun()
+        return True
