@@ -1,0 +1,175 @@
+"""A simulated class: N learners each submit one tiny comparison through the real job manager, at once.
+
+    python -m bench.class_sim --learners N --backend local|ray [--workers K] [--fake-gpus G] [--json PATH]
+
+Every run is a real training run in its own process (synthetic data, a few seconds each); only the learners are
+simulated. Prints and writes one JSON object: learners, submitted, finished, failed, lost (submitted but never
+final), duplicated (a run executed more than once), max_concurrent_runs (from the runs' own start and end: the
+child's start to the runner's return), makespan_s (first submit to last final state) and backend.
+
+`--backend local` runs the embedded workers: one on a CPU unless `--workers K` asks for more (timings then share
+the cores). `--backend ray` starts a local Ray with `--fake-gpus G` GPU resources (runs still on the CPU), or
+joins the cluster at `--ray-address`, and gives each run to Ray as a task.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+from server.devices import Slot
+from server.jobs import JobManager
+from server.records import FINISHED_STATUSES, JobSpec
+from server.settings import Settings
+from trainer.config import RunConfig
+from trainer.isolated import run_isolated
+
+POLL_S = 0.05
+
+
+class RunLog:
+    """Wraps a runner: counts each (learner, precision) run and keeps its start and end times."""
+
+    def __init__(self, runner):
+        self._runner = runner
+        self._lock = threading.Lock()
+        self.calls: Counter = Counter()
+        self.spans: list[tuple[float, float]] = []
+
+    def __call__(self, config: RunConfig, **kwargs):
+        with self._lock:
+            self.calls[(config.seed, config.precision)] += 1
+        started: list[float] = []
+        spawned = kwargs.pop("on_spawn", None)
+
+        def on_spawn(pid: int) -> None:
+            started.append(time.time())
+            if spawned is not None:
+                spawned(pid)
+
+        try:
+            return self._runner(config, on_spawn=on_spawn, **kwargs)
+        finally:
+            if started:
+                with self._lock:
+                    self.spans.append((started[0], time.time()))
+
+    @property
+    def duplicated(self) -> int:
+        return sum(1 for count in self.calls.values() if count > 1)
+
+    def max_concurrent(self) -> int:
+        """The most runs alive at one moment (an end at the same instant as a start does not overlap it)."""
+        events = sorted([(start, 1) for start, _ in self.spans] + [(end, -1) for _, end in self.spans])
+        alive = most = 0
+        for _, change in events:
+            alive += change
+            most = max(most, alive)
+        return most
+
+
+def tiny_compare(learner: int) -> JobSpec:
+    """fp32 against amp-bf16 on 256 synthetic images: a few seconds per run on a CPU."""
+    common = {"epochs": 1, "batch_size": 64, "data": "synthetic", "loader": "resident", "subset": 256,
+              "test_subset": 128, "num_workers": 0, "log_every": 1, "seed": learner}
+    runs = [RunConfig(precision=precision, **common) for precision in ("fp32", "amp-bf16")]
+    return JobSpec("compare", runs, label=f"class_sim learner {learner}")
+
+
+def simulate(learners: int, runner, slots: list[Slot], backend: str, state_dir: str, timeout_s: float) -> dict:
+    """Submit one comparison per learner from N threads at once and wait for every job to end (or the timeout)."""
+    settings = Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_session=1)
+    log = RunLog(runner)
+    manager = JobManager(settings, runner=log, device_type="cpu", slots=slots)
+    ids: list[str] = []
+    refused: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(learners)
+    started = time.time()
+
+    def learner(index: int) -> None:
+        barrier.wait()
+        try:
+            job_id = manager.submit(f"learner-{index}", tiny_compare(index))
+        except Exception as err:  # a refused submit is a result of the simulation, not a crash of it
+            with lock:
+                refused.append(str(err))
+            return
+        with lock:
+            ids.append(job_id)
+
+    threads = [threading.Thread(target=learner, args=(n,)) for n in range(learners)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and not all(manager.get(i).finished for i in ids):
+        time.sleep(POLL_S)
+    views = [manager.get(i) for i in ids]
+    manager.shutdown(wait=True, timeout=10)
+    final = [v for v in views if v.status in FINISHED_STATUSES]
+    ends = [v.finished_at for v in final if v.finished_at]
+    return {
+        "learners": learners,
+        "submitted": len(ids),
+        "finished": sum(1 for v in final if v.status == "done"),
+        "failed": sum(1 for v in final if v.status != "done"),
+        "lost": len(ids) - len(final),
+        "duplicated": log.duplicated,
+        "max_concurrent_runs": log.max_concurrent(),
+        "makespan_s": round(max(ends) - started, 2) if ends else None,
+        "backend": backend,
+        "workers": len(slots),
+        "refused": refused,
+        "errors": sorted({v.error for v in final if v.error}),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--learners", type=int, default=6, help="simulated learners, one comparison each")
+    parser.add_argument("--backend", choices=("local", "ray"), default="local", help="embedded workers or Ray tasks")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="parallel workers (local: default 1; ray: default the cluster's GPUs or nodes)")
+    parser.add_argument("--fake-gpus", type=int, default=None,
+                        help="ray: start a local Ray with this many fake GPU resources; local: that many workers")
+    parser.add_argument("--ray-address", default=None, help="ray: join this cluster instead of starting one")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every job to end")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
+    args = parser.parse_args(argv)
+    if args.learners < 1:
+        parser.error("--learners must be at least 1")
+
+    cleanup = None
+    if args.backend == "local":
+        count = args.workers or args.fake_gpus or 1
+        slots = [Slot("cpu")] if count == 1 else [Slot(f"worker {n}") for n in range(count)]
+        runner = run_isolated
+    else:
+        from server.ray_runner import RayRunner  # Ray is imported only on this path
+
+        runner = RayRunner.start(args.ray_address, fake_gpus=args.fake_gpus)
+        slots = runner.slots(args.workers)
+        cleanup = runner.close
+    try:
+        with tempfile.TemporaryDirectory(prefix="amp-lab-class-sim-") as state_dir:
+            figures = simulate(args.learners, runner, slots, args.backend, state_dir, args.timeout)
+    finally:
+        if cleanup is not None:
+            cleanup()
+    text = json.dumps(figures, indent=2)
+    print(text)
+    if args.json is not None:
+        args.json.write_text(text + "\n")
+    return 0 if figures["finished"] == figures["learners"] and not figures["duplicated"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
