@@ -94,6 +94,12 @@ class JobManager:
     ):
         self.settings = settings
         self.store = store if store is not None else HistoryStore(settings.history_path)
+        if settings.ray_address and runner is run_isolated:
+            from server.ray_runner import RayRunner  # only a server set up for a cluster imports Ray
+
+            runner = RayRunner.start(settings.ray_address)
+            device_type = device_type or runner.device_type
+            slots = slots if slots is not None else runner.slots()
         self.device_type = device_type or resolve_device_type(settings.device)
         self._runner = runner
         self._prober = prober

@@ -35,6 +35,10 @@ SETTINGS_HELP = {
         "AMP_LAB_GPUS",
         "GPUs the jobs may use, one job per GPU at a time (nvidia-smi's numbers: 0,1); empty or 'all' = every GPU",
     ),
+    "ray_address": (
+        "AMP_LAB_RAY_ADDRESS",
+        "run the jobs on this Ray cluster (its head's host:port); empty = on this server (requirements-cluster.txt)",
+    ),
     "presets": ("AMP_LAB_PRESETS", "where every Run page starts, as a link's query: epochs=1&batch_size=128&subset=2048"),
     "instructor_password": (
         "AMP_LAB_INSTRUCTOR_PASSWORD",
@@ -45,7 +49,9 @@ SETTINGS_HELP = {
         "signed-in users (comma-separated emails) who get the instructor console",
     ),
 }
-TEXT_SETTINGS = ("data_root", "state_dir", "device", "presets", "instructor_password", "instructor_emails")
+TEXT_SETTINGS = (
+    "data_root", "state_dir", "device", "presets", "instructor_password", "instructor_emails", "ray_address"
+)
 OPTIONAL_SETTINGS = ("max_queued_total", "max_subset")  # None = no limit
 SECRET_SETTINGS = ("instructor_password",)  # never shown, only whether they are set
 
@@ -66,6 +72,7 @@ class Settings:
     instructor_password: str = ""  # empty: no password sign-in to the console
     instructor_emails: str = ""  # comma-separated; signed-in users with these emails get the console
     gpus: list[int] | None = None  # nvidia-smi's GPU numbers; None = every GPU this server sees
+    ray_address: str = ""  # empty: jobs run on this server's own workers, and Ray is never imported
 
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)

@@ -130,6 +130,7 @@ def test_describe_lists_every_setting_with_its_variable():
         "instructor_password",
         "instructor_emails",
         "gpus",
+        "ray_address",
     }
     assert ("max_epochs", "AMP_LAB_MAX_EPOCHS", 9) == rows[0][:3]
 

@@ -18,6 +18,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -30,6 +31,7 @@ from trainer.results import RunResult
 POLL_INTERVAL_S = 0.1
 TERMINATE_GRACE_S = 3.0
 STDERR_LINES_KEPT = 40
+PARENT_POLL_S = 0.2
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -220,7 +222,23 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+def _end_with_parent() -> None:
+    """End this run and its DataLoader workers when the process that started it is gone (a server killed with
+    SIGKILL, a Ray worker killed by a forced cancel): an orphaned run would keep its GPU busy for nobody."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        if os.getpgrp() == os.getpid():  # run_isolated made this process its group's leader
+            os.killpg(os.getpid(), signal.SIGKILL)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="amp-lab-parent-watch", daemon=True).start()
+
+
 def _child_main() -> int:
+    _end_with_parent()
     # The protocol owns the real stdout; anything else that prints (a dataset download) goes to stderr.
     protocol = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8", buffering=1)
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

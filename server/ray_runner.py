@@ -1,0 +1,152 @@
+"""Training runs as Ray tasks on a cluster: the optional engine beyond one server (requirements-cluster.txt).
+
+Imported only when the instructor sets `ray_address` (or the class simulator picks Ray): nothing else imports
+`ray`. The queue, limits and history stay in the app, which is the Ray driver; each run is one Ray task that
+starts the run's own fresh process on its node (`trainer.isolated`) and streams its progress back as a generator.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+import ray
+import ray.exceptions
+
+from server.devices import Slot
+from trainer.config import RunConfig
+from trainer.isolated import TERMINATE_GRACE_S, RunOutcome, run_isolated
+from trainer.progress import Progress
+
+POLL_S = 0.1
+# A cancelled task first stops its run itself (terminate, then kill after TERMINATE_GRACE_S); Ray kills the worker
+# only after this, and the run's process then notices its parent is gone and ends its own group.
+FORCE_CANCEL_AFTER_S = TERMINATE_GRACE_S + 1.0
+_PACKAGES = [str(Path(__file__).resolve().parent.parent / name) for name in ("trainer", "server")]
+
+
+@ray.remote(max_retries=0)  # a re-run would mix timings and spend the class's GPU time twice
+def _run_task(config: dict, env: dict):
+    """On a Ray worker: one run in a fresh child process; yields ("spawn"|"progress"|"outcome", payload) events."""
+    events: queue.Queue = queue.Queue()
+    stop = threading.Event()
+
+    def work() -> None:
+        try:
+            outcome = run_isolated(
+                RunConfig.from_dict(config),
+                on_progress=lambda p: events.put(("progress", p.to_dict())),
+                should_cancel=stop.is_set,
+                on_spawn=lambda pid: events.put(("spawn", {"pid": pid, "node": os.uname().nodename})),
+                env=env,
+            )
+        except BaseException as err:  # reported as the run's failure rather than lost with this thread
+            outcome = RunOutcome(RunConfig.from_dict(config), "failed", error=str(err), error_kind="crashed")
+        events.put(("outcome", outcome.to_dict()))
+
+    worker = threading.Thread(target=work, daemon=True)
+    worker.start()
+    try:
+        while True:
+            try:
+                kind, payload = events.get(timeout=POLL_S)  # a timeout, so a cancel's KeyboardInterrupt lands
+            except queue.Empty:
+                continue
+            yield kind, payload
+            if kind == "outcome":
+                return
+    finally:
+        stop.set()
+        worker.join(timeout=TERMINATE_GRACE_S + 2.0)
+
+
+class RayRunner:
+    """A runner like `run_isolated` whose runs execute as Ray tasks: `num_gpus=1` each on a GPU cluster, a whole
+    node's CPUs each on a CPU cluster (one run per node, so timings stay clean)."""
+
+    def __init__(self):
+        resources = ray.cluster_resources()
+        self.gpus = int(resources.get("GPU", 0))
+        self.device_type = "cuda" if self.gpus else "cpu"
+        if self.gpus:
+            self._options = {"num_gpus": 1, "num_cpus": 1}
+        else:
+            cpus = [node["Resources"].get("CPU", 1) for node in ray.nodes() if node.get("Alive")]
+            self._options = {"num_cpus": min(cpus) if cpus else 1}
+
+    @classmethod
+    def start(cls, address: str | None, fake_gpus: int | None = None) -> RayRunner:
+        """Join the cluster at `address`, or (None) start a local Ray on loopback, with `fake_gpus` GPU resources."""
+        runtime_env = {"py_modules": _PACKAGES}  # the nodes need this project's venv, not its checkout
+        if address:
+            ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
+        else:
+            ray.init(
+                num_cpus=os.cpu_count() or 1,
+                num_gpus=fake_gpus,
+                include_dashboard=False,
+                _node_ip_address="127.0.0.1",
+                runtime_env=runtime_env,
+                log_to_driver=False,
+            )
+        return cls()
+
+    def slots(self, workers: int | None = None) -> list[Slot]:
+        """One worker per GPU of the cluster (or per node on a CPU cluster), unless `workers` says how many."""
+        count = workers or self.gpus or sum(1 for node in ray.nodes() if node.get("Alive")) or 1
+        return [Slot(f"ray {n}") for n in range(count)]
+
+    def close(self) -> None:
+        ray.shutdown()
+
+    def __call__(self, config: RunConfig, on_progress=None, should_cancel=None, on_spawn=None, env=None) -> RunOutcome:
+        # Ray sets CUDA_VISIBLE_DEVICES for the GPU it gives the task; the local pinning does not travel.
+        task_env = {k: v for k, v in (env or {}).items() if k != "CUDA_VISIBLE_DEVICES"}
+        stream = _run_task.options(**self._options).remote(config.to_dict(), task_env)
+        while True:
+            if should_cancel is not None and should_cancel():
+                self._cancel(stream)
+                return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+            ready, _ = ray.wait([stream], timeout=POLL_S)
+            if not ready:
+                continue
+            try:
+                kind, payload = ray.get(next(stream))
+            except StopIteration:
+                return RunOutcome(config, "failed", error="the Ray task ended without a result", error_kind="crashed")
+            except ray.exceptions.RayError as err:
+                return RunOutcome(config, "failed", error=_reason(err), error_kind="crashed")
+            if kind == "progress" and on_progress is not None:
+                on_progress(Progress.from_dict(payload))
+            elif kind == "spawn" and on_spawn is not None:
+                on_spawn(payload["pid"])
+            elif kind == "outcome":
+                return RunOutcome.from_dict(payload)
+
+    def _cancel(self, stream) -> None:
+        """Ask the task to stop its run; force the worker down if it has not within FORCE_CANCEL_AFTER_S."""
+        ray.cancel(stream)
+        deadline = time.monotonic() + FORCE_CANCEL_AFTER_S
+        while time.monotonic() < deadline:
+            ready, _ = ray.wait([stream], timeout=POLL_S)
+            if ready:
+                try:
+                    ray.get(next(stream))
+                except (StopIteration, ray.exceptions.RayError):
+                    return
+        ray.cancel(stream, force=True)
+
+
+def _reason(err: Exception) -> str:
+    """One line for a learner about a run that Ray lost."""
+    if isinstance(err, ray.exceptions.NodeDiedError):
+        return "the cluster node running this job went down; submit it again"
+    if isinstance(err, ray.exceptions.WorkerCrashedError):
+        return "the Ray worker process running this job died (killed or out of memory); submit it again"
+    if isinstance(err, ray.exceptions.TaskCancelledError):
+        return "the run was cancelled on the cluster"
+    first = next((line for line in str(err).splitlines() if line.strip()), type(err).__name__)
+    return f"the cluster lost this run: {first.strip()[:250]}"
