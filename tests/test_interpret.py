@@ -71,3 +71,34 @@ def test_an_accuracy_drop_is_added_as_a_warning():
 def test_data_wait_share_needs_both_figures():
     assert data_wait_share(make_result()) is None
     assert data_wait_share(make_result(data_wait_s=1.0, compute_s=3.0)) == 0.25
+
+
+NOISY = {"verdict": "noisy", "cv": 0.42, "intervals": 8, "other_cpu_share": 0.48, "reasons": [
+    "other processes used 48% of the 2 CPU cores while this run was timed (load average 3.9 on 2 cores): "
+    "competing load slowed it"]}
+STEADY = {"verdict": "steady", "cv": 0.03, "intervals": 8, "other_cpu_share": 0.01, "reasons": []}
+
+
+def test_a_noisy_run_makes_the_speedup_uncertain_and_says_why():
+    baseline, candidate = lab_pair("amp-bf16")
+    baseline.timing_quality, candidate.timing_quality = NOISY, STEADY
+    sentence = interpret(baseline, candidate)
+    assert sentence.startswith("The speedup is uncertain: the fp32 run's timing was noisy (other processes used 48%")
+    assert "trained 1.56x as fast" not in sentence  # never stated as a fact
+
+
+def test_an_interval_that_straddles_one_is_uncertain():
+    from trainer.results import SpeedupInterval
+
+    baseline, candidate = lab_pair("amp-bf16")
+    sentence = interpret(baseline, candidate, SpeedupInterval(1.02, 0.91, 1.18, 3))
+    assert sentence.startswith("The speedup is uncertain: over 3 alternating pairs the speedup ranged from 0.91x")
+
+
+def test_a_steady_repeated_speedup_is_stated_with_its_range():
+    from trainer.results import SpeedupInterval
+
+    baseline, candidate = lab_pair("amp-bf16")
+    baseline.timing_quality = candidate.timing_quality = STEADY
+    sentence = interpret(baseline, candidate, SpeedupInterval(75 / 48, 1.4, 1.7, 3))
+    assert sentence.startswith("amp-bf16 trained 1.56x as fast as fp32 (36% less time; 1.40x to 1.70x over 3")

@@ -176,7 +176,8 @@ def speedup_interval(baselines: Sequence[RunResult], candidates: Sequence[RunRes
         return None
     if len(speedups) == 1:
         return SpeedupInterval(speedups[0], None, None, 1)
-    return SpeedupInterval(statistics.median(speedups), min(speedups), max(speedups), len(speedups))
+    # The lower middle for an even count: the median is then one pair's own speedup (see median_pair).
+    return SpeedupInterval(statistics.median_low(speedups), min(speedups), max(speedups), len(speedups))
 
 
 def median_pair(baselines: Sequence[RunResult], candidates: Sequence[RunResult]) -> tuple[RunResult, RunResult]:

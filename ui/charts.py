@@ -17,7 +17,7 @@ from trainer.comparison_table import (
     precision_name,
     speed_change,
 )
-from trainer.results import MEMORY_LABELS, RunResult
+from trainer.results import MEMORY_LABELS, RunResult, SpeedupInterval
 
 
 def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
@@ -200,9 +200,12 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
     )
 
 
-def comparison_table(baseline: RunResult, candidate: RunResult) -> pd.DataFrame:
-    """The lab's table (Metric | FP32 | AMP | Improvement), computed from two runs, accuracy included."""
-    return _frame(table.comparison_table(baseline, candidate))
+def comparison_table(
+    baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None
+) -> pd.DataFrame:
+    """The lab's table (Metric | FP32 | AMP | Improvement), computed from two runs, accuracy included; with the
+    speedup's interval when the runs were repeated."""
+    return _frame(table.comparison_table(baseline, candidate, interval))
 
 
 def lab_reference_table() -> pd.DataFrame:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from trainer.comparison_table import MEMORY_SHORT_NAMES
-from trainer.results import RunResult, compare
+from trainer.results import RunResult, SpeedupInterval, compare
+from trainer.timing_quality import is_noisy
 
 # Settings that must match for a comparison to be about precision alone.
 LIKE_FOR_LIKE = (
@@ -33,10 +34,24 @@ def differences(baseline: RunResult, candidate: RunResult) -> list[str]:
     ]
 
 
-def interpret(baseline: RunResult, candidate: RunResult) -> str:
-    """The sentence a teacher would say on seeing these two runs side by side."""
+def uncertainty(baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None) -> str | None:
+    """Why the measured speedup cannot be taken as a fact (a noisy run, pairs that disagree), or None."""
+    noisy = [run for run in (baseline, candidate) if is_noisy(run.timing_quality)]
+    if noisy:
+        why = "; ".join(f"the {run.precision} run's timing was noisy ({run.timing_quality['reasons'][0]})"
+                        for run in noisy)
+        return why
+    if interval is not None and interval.straddles_one:
+        return (f"over {interval.pairs} alternating pairs the speedup ranged from {interval.low:.2f}x to "
+                f"{interval.high:.2f}x, so the runs disagree on which mode is faster")
+    return None
+
+
+def interpret(baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None) -> str:
+    """The sentence a teacher would say on seeing these two runs side by side (with `interval`, over repeated
+    pairs: `baseline` and `candidate` are then the pair with the median speedup)."""
     comparison = compare(baseline, candidate)
-    speedup = comparison.speedup
+    speedup = comparison.speedup if interval is None else interval.median
     name = candidate.precision
     device = candidate.environment.get("device_type") or candidate.config.get("device")
     differ = differences(baseline, candidate)
@@ -49,6 +64,11 @@ def interpret(baseline: RunResult, candidate: RunResult) -> str:
         sentence = (
             f"These runs are too short to time reliably ({candidate.total_steps} steps): one-off start-up costs "
             "of the first steps dominate them; train on more images or for more epochs before drawing conclusions."
+        )
+    elif (why := uncertainty(baseline, candidate, interval)) is not None:
+        sentence = (
+            f"The speedup is uncertain: {why}. The {speedup:.2f}x measured here may be down to the machine's "
+            "load rather than to precision; run the comparison again when the machine is quiet, or with repeats."
         )
     elif name == "amp-fp16" and device == "cpu":
         sentence = (
@@ -63,7 +83,9 @@ def interpret(baseline: RunResult, candidate: RunResult) -> str:
     elif speedup >= LITTLE_GAIN:
         sentence = (
             f"{name} trained {speedup:.2f}x as fast as {baseline.precision} "
-            f"({comparison.time_saved_pct:.0f}% less time)"
+            f"({comparison.time_saved_pct:.0f}% less time"
+            + (f"; {interval.low:.2f}x to {interval.high:.2f}x over {interval.pairs} alternating pairs)"
+               if interval is not None and interval.known else ")")
         )
         saved = comparison.memory_reduction_pct
         if saved:

@@ -10,7 +10,7 @@ import streamlit as st
 from server.records import JobView
 from trainer.comparison_table import format_seconds, precision_name
 from trainer.environment import HardwareReport
-from trainer.results import LAB_REFERENCE, RunResult
+from trainer.results import LAB_REFERENCE, RunResult, median_pair, speedup_interval, split_pairs
 from ui import charts
 from ui.interpret import interpret
 
@@ -103,10 +103,12 @@ def job_panel(job: JobView, session: str, manager) -> None:
 
 
 def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_reference: bool = False) -> None:
-    """The lab's table computed from two runs (the first is the baseline), a sentence explaining it, warnings."""
-    labels = list(runs)
-    baseline, candidate = runs[labels[0]], runs[labels[1]]
-    table = charts.comparison_table(baseline, candidate)
+    """The lab's table computed from two runs (the first is the baseline; with repeated pairs, the pair with the
+    median speedup), a sentence explaining it with the speedup's interval and any timing caveats, warnings."""
+    baselines, candidates = split_pairs(list(runs.values()))
+    interval = speedup_interval(baselines, candidates)
+    baseline, candidate = median_pair(baselines, candidates)
+    table = charts.comparison_table(baseline, candidate, interval)
     if with_lab_reference:
         ours, theirs = st.columns([4, 3])
         with ours:
@@ -118,8 +120,11 @@ def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_referen
             st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
     else:
         st.table(table, hide_index=True)
-    st.markdown(f"**What this says:** {interpret(baseline, candidate)}")
+    st.markdown(f"**What this says:** {interpret(baseline, candidate, interval)}")
+    st.caption(f"**Speedup:** {interval.describe()}.")
     for label, result in runs.items():
+        for reason in (result.timing_quality or {}).get("reasons", []):
+            st.warning(f"{label}: timing was noisy: {reason}")
         for warning in result.warnings:
             st.warning(f"{label}: {warning}")
 
