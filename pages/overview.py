@@ -51,7 +51,7 @@ st.markdown(
     f"{QUICK_DEMO['epochs']} epoch, batch {QUICK_DEMO['batch_size']}, data held on the device. It usually "
     "finishes within a minute or two (longer if other learners' jobs are queued)."
 )
-if st.button("Run the quick demo", type="primary") and jobs.submit(quick_demo_spec(report)):
+if st.button("Run the quick demo", type="primary") and jobs.submit(quick_demo_spec(report, session.get_settings())):
     st.switch_page(RUN_PAGE)
 
 next_link("pages/fp32_baseline.py", "the fp32 baseline")

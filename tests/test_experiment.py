@@ -103,8 +103,16 @@ def test_log_every_gives_about_a_hundred_loss_points_but_never_fewer_than_the_la
 
 
 def test_quick_demo_is_small_and_uses_the_recommended_mode():
-    spec = quick_demo_spec(CPU)
+    spec = quick_demo_spec(CPU, Settings())
     assert [run.precision for run in spec.runs] == ["fp32", "amp-bf16"]
     assert all(run.epochs == 1 and run.data == "synthetic" and run.subset <= 5000 for run in spec.runs)
-    assert quick_demo_spec(VOLTA).runs[1].precision == "amp-fp16"
+    assert quick_demo_spec(VOLTA, Settings()).runs[1].precision == "amp-fp16"
     assert spec.label.startswith("quick demo")
+
+
+def test_the_quick_demo_stays_within_a_strict_servers_limits():
+    strict = Settings(max_batch_size=16, max_subset=300, max_epochs=1)
+    spec = quick_demo_spec(CPU, strict)
+    for run in spec.runs:
+        strict.check(run)  # raises if the server would refuse it
+    assert (spec.runs[0].batch_size, spec.runs[0].subset) == (16, 300)

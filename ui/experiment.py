@@ -127,10 +127,15 @@ def comparison_spec(values: dict) -> JobSpec:
     return JobSpec(kind="compare", runs=run_configs(values, values["amp"]), label=describe(values))
 
 
-def quick_demo_spec(report: HardwareReport) -> JobSpec:
-    """A comparison small enough to finish in a minute or so: synthetic data, a subset, one epoch."""
+def quick_demo_spec(report: HardwareReport, settings: Settings) -> JobSpec:
+    """A comparison small enough to finish in a minute or so: synthetic data, a subset, one epoch; within the
+    instructor's limits, so that a strict server does not refuse its own demo."""
     offered, _ = amp_modes(report)
     values = dict(QUICK_DEMO, width=1, channels_last=False, breakdown=False, amp=default_amp(report, offered))
+    values["batch_size"] = min(values["batch_size"], settings.max_batch_size)
+    values["epochs"] = min(values["epochs"], settings.max_epochs)
+    if settings.max_subset is not None:
+        values["subset"] = min(values["subset"], settings.max_subset)
     spec = comparison_spec(values)
     spec.label = "quick demo: " + spec.label
     return spec
