@@ -102,3 +102,18 @@ def test_a_steady_repeated_speedup_is_stated_with_its_range():
     baseline.timing_quality = candidate.timing_quality = STEADY
     sentence = interpret(baseline, candidate, SpeedupInterval(75 / 48, 1.4, 1.7, 3))
     assert sentence.startswith("amp-bf16 trained 1.56x as fast as fp32 (36% less time; 1.40x to 1.70x over 3")
+
+
+def test_a_recorded_noisy_comparison_is_uncertain():
+    """A real `compare` run on this project's CPU while other sessions' tests loaded it (tests/recorded/)."""
+    import json
+    from pathlib import Path
+
+    from trainer.results import RunResult
+
+    recorded = json.loads((Path(__file__).parent / "recorded" / "noisy_compare_cpu.json").read_text())
+    baseline, candidate = (RunResult.from_dict(run) for run in recorded["runs"])
+    assert baseline.timing_quality["verdict"] == candidate.timing_quality["verdict"] == "noisy"
+    sentence = interpret(baseline, candidate)
+    assert sentence.startswith("The speedup is uncertain: the fp32 run's timing was noisy (other processes used")
+    assert "slower here" not in sentence
