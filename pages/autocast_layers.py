@@ -58,6 +58,12 @@ if session.get_job_manager().device_type == "cuda":
     devices.append("cuda")
 device = st.radio("Trace on", devices, horizontal=True,
                   help="fp16 on a CPU is slow, but one batch of 8 images takes well under a second.")
+if device == "cuda" and not session.gpu_is_idle():
+    # The trace is a short GPU process outside the queue: it waits for a moment when no job trains, so that it
+    # cannot take GPU memory or time from a learner's measured run.
+    st.info("A learner's job is training on the GPU right now; the GPU trace runs once no job is training (it is "
+            "then kept for everyone). Here is the CPU trace meanwhile.")
+    device = "cpu"
 try:
     traces = traces_for(device)
 except TrainerError as err:

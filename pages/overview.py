@@ -43,6 +43,9 @@ st.markdown(
 
 st.subheader("This server")
 report = session.hardware()
+unseen_gpu = session.unseen_gpu()
+if unseen_gpu:
+    st.warning(unseen_gpu)
 hardware_panel(report)
 
 st.subheader("Quick demo")

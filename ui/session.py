@@ -15,6 +15,7 @@ from server.jobs import JobManager
 from server.presets import PresetStore, parse_presets
 from server.records import JobView
 from server.settings import Settings
+from trainer.capabilities import unseen_gpu_note
 from trainer.child_process import ChildProcessError, run_python_json
 from trainer.environment import HardwareReport, hardware_report
 from trainer.errors import TrainerError
@@ -105,6 +106,17 @@ def learner_id() -> str:
 def my_jobs() -> list[JobView]:
     """This learner's jobs, oldest first, live or from the history."""
     return get_job_manager().jobs_for_session(learner_id())
+
+
+@st.cache_resource(show_spinner=False)
+def unseen_gpu() -> str | None:
+    """One line when the driver sees a GPU this PyTorch cannot use (read once per process, no CUDA context)."""
+    return unseen_gpu_note()
+
+
+def gpu_is_idle() -> bool:
+    """True when no job is training on this server's devices (a GPU child outside the queue may start)."""
+    return not any(view.status == "running" for view in get_job_manager().queue_views())
 
 
 def active_jobs() -> list[JobView]:
