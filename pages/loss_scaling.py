@@ -1,5 +1,7 @@
 """Underflow and loss scaling: the lab model's real gradients against fp16's range, and GradScaler's dynamics."""
 
+from itertools import pairwise
+
 import numpy as np
 import streamlit as st
 
@@ -10,7 +12,8 @@ from server.records import JobSpec
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
 from ui import jobs, session
-from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart
+from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart, scale_traces_chart
+from ui.predict import predict_then_check
 from ui.widgets import next_link
 
 GRADIENT_KINDS = {
@@ -19,6 +22,11 @@ GRADIENT_KINDS = {
 }
 TINY_RUN_LABEL = "tiny amp-fp16 run for the loss-scale trace"
 TINY_RUN_KEY = "loss_scaling_tiny_job"
+ABLATION_INIT_EXPONENT = 24
+ABLATION_GROWTH_INTERVAL = 5
+ABLATION_LABEL = (f"scaler ablation: amp-fp16 starting at 2^{ABLATION_INIT_EXPONENT}, growing after "
+                  f"{ABLATION_GROWTH_INTERVAL} good steps")
+ABLATION_KEY = "loss_scaling_ablation_job"
 
 
 @st.cache_data(show_spinner="Training the lab model for a few steps to read its gradients...", max_entries=4)
@@ -52,15 +60,34 @@ def amp_fp16_runs() -> list[tuple[str, object]]:
     return found
 
 
-def tiny_run_spec() -> JobSpec:
-    """A few dozen fp16 steps on synthetic data: enough to see the scaler at work, small enough for a CPU."""
-    subset = 1024
+def tiny_fp16_config(images: int, batch_size: int, **scaler) -> RunConfig:
+    """A few dozen fp16 steps on synthetic data, every loss scale recorded; small enough for a CPU."""
     limit = session.get_settings().max_subset
-    if limit is not None:
-        subset = min(subset, limit)
-    config = RunConfig(precision="amp-fp16", epochs=1, batch_size=32, data="synthetic", loader="resident",
-                       subset=subset, test_subset=128, num_workers=0, log_every=1, warmup_steps=1)
-    return JobSpec(kind="run", runs=[config], label=TINY_RUN_LABEL)
+    subset = images if limit is None else min(images, limit)
+    return RunConfig(precision="amp-fp16", epochs=1, batch_size=batch_size, data="synthetic", loader="resident",
+                     subset=subset, test_subset=64, num_workers=0, log_every=1, warmup_steps=1, **scaler)
+
+
+def tiny_run_spec() -> JobSpec:
+    return JobSpec(kind="run", runs=[tiny_fp16_config(1024, 32)], label=TINY_RUN_LABEL)
+
+
+def ablation_spec() -> JobSpec:
+    """32 steps of 8 images: the scaler starts far too high and probes upward every few steps."""
+    config = tiny_fp16_config(256, 8, loss_scale_init=2.0**ABLATION_INIT_EXPONENT,
+                              loss_scale_growth_interval=ABLATION_GROWTH_INTERVAL)
+    return JobSpec(kind="run", runs=[config], label=ABLATION_LABEL)
+
+
+def times(count: int) -> str:
+    return {1: "once", 2: "twice"}.get(count, f"{count} times")
+
+
+def scaler_name(config: dict) -> str:
+    found = RunConfig.from_dict(config)
+    if found.default_scaler:
+        return "default scaler (2^16, grows after 2000)"
+    return (f"start {found.loss_scale_init:,.0f}, grows after {found.loss_scale_growth_interval}")
 
 
 st.title("Underflow and loss scaling")
@@ -140,11 +167,12 @@ if runs:
         shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
         st.markdown(f"The scaler skipped **{len(skipped)}** of {result.total_steps} steps: {shown}.")
     else:
+        interval = RunConfig.from_dict(result.config).loss_scale_growth_interval
         st.markdown(
             f"No step of these {result.total_steps} was skipped: this model's largest gradient times the scale "
-            "stayed below 65520, and the scale grows only after 2000 good steps in a row"
-            + (", more than this run took, so the line is flat." if result.total_steps < 2000 else ".")
-            + " The simulator below shows the scaler at work with other settings."
+            f"stayed below 65520, and the scale grows only after {interval} good steps in a row"
+            + (", more than this run took, so the line is flat." if result.total_steps < interval else ".")
+            + " The ablation below makes the scaler work."
         )
 else:
     st.info("No finished amp-fp16 run with a loss-scale history on this server yet.")
@@ -161,6 +189,63 @@ else:
                        "images at batch 32: expect a minute or two.")
         if st.button("Run a tiny amp-fp16 run") and jobs.submit(tiny_run_spec(), TINY_RUN_KEY):
             st.rerun()
+
+st.subheader("The scaler at work: an ablation")
+st.markdown(
+    f"""
+Why is the default line flat for this model? Its largest gradient, times 65536, stays below 65520 (the captured
+gradients above show it: S = 2^16 overflows none of them), so the scaler never backs off; and the lab's ~980
+steps (5 epochs of 196) are fewer than the 2000 good steps it waits before it tries a higher scale. To see it
+work, start it far too high, at **2^{ABLATION_INIT_EXPONENT} = {2**ABLATION_INIT_EXPONENT:,}**, and let it try to
+grow after only **{ABLATION_GROWTH_INTERVAL}** good steps: a real run of 32 steps of 8 synthetic images.
+"""
+)
+ablations = [(label, r) for label, r in runs if not RunConfig.from_dict(r.config).default_scaler]
+defaults = [(label, r) for label, r in runs if RunConfig.from_dict(r.config).default_scaler]
+ablation_job = jobs.remembered(ABLATION_KEY)
+if ablation_job is not None and not ablation_job.finished:
+    jobs.follow(ablation_job.id)
+else:
+    if ablation_job is not None and ablation_job.status != "done":
+        st.error(f"The ablation did not finish: {ablation_job.error}")
+    jobs.forget(ABLATION_KEY)
+    if not ablations:
+        predict_then_check(
+            "skipped-steps", "Of the ablation's 32 steps, how many will the scaler skip?",
+            low=0, high=32, default=4, step=1, fmt="%d", answer=None,
+            pending="Run the ablation to check.",
+        )
+    if session.get_job_manager().device_type == "cpu":
+        st.caption("fp16 on this CPU is tens of times slower than fp32: the 256 images take tens of seconds.")
+    if st.button("Run the scaler ablation") and jobs.submit(ablation_spec(), ABLATION_KEY):
+        st.rerun()
+if ablations:
+    label, ablation = ablations[0]
+    shown = {f"ablation: {scaler_name(ablation.config)}": (ablation.loss_scale_history, ablation.skipped_step_numbers)}
+    if defaults:
+        default = defaults[0][1]
+        shown[f"default: {scaler_name(default.config)}"] = (default.loss_scale_history, default.skipped_step_numbers)
+    st.altair_chart(scale_traces_chart(shown, "Real GradScaler histories"), width="stretch")
+    skipped = ablation.skipped_step_numbers
+    predict_then_check(
+        "skipped-steps", f"Of the ablation's {ablation.total_steps} steps, how many will the scaler skip?",
+        low=0, high=ablation.total_steps, default=min(4, ablation.total_steps), step=1, fmt="%d",
+        answer=len(skipped),
+    )
+    start = RunConfig.from_dict(ablation.config).loss_scale_init
+    scales = [start] + [point["scale"] for point in ablation.loss_scale_history]
+    backoffs = sum(1 for before, after in pairwise(scales) if after < before)
+    growths = sum(1 for before, after in pairwise(scales) if after > before)
+    st.markdown(
+        f"From {label}: **{len(skipped)}** of {ablation.total_steps} steps skipped (steps "
+        f"{', '.join(map(str, skipped[:20]))}{' ...' if len(skipped) > 20 else ''}); the scale was halved "
+        f"{times(backoffs)} and doubled {times(growths)}. The first skips are the search down from {start:,.0f} to a "
+        "scale where every gradient fits; each later one is a growth probe that overflowed and was undone. It ends "
+        f"at {scales[-1]:,.0f}" + ("." if not defaults else ", while the default's line stays flat at 65,536.")
+    )
+    if not defaults:
+        st.caption("A finished amp-fp16 run with the default scaler (a comparison from the Run page, or the tiny run "
+                   "above) draws the default's flat line beside it.")
 
 st.subheader("Simulate the scaler")
 st.markdown(

@@ -97,6 +97,37 @@ def test_loss_scaling_page_plots_a_real_runs_scale_from_history(state_dir, app):
     assert len(charts(app)) == 4  # histogram, scale sweep, real trace, simulated trace
 
 
+def test_loss_scaling_page_shows_a_real_ablation_beside_the_default_line(state_dir, app):
+    flat = [{"step": s, "scale": 65536.0} for s in range(1, 9)]
+    ablation_scales = [2.0**23, 2.0**22, 2.0**21, 2.0**21, 2.0**21, 2.0**21, 2.0**21, 2.0**22]
+    ablation = make_result("amp-fp16", loss_scale_history=[{"step": s, "scale": v} for s, v in enumerate(
+        ablation_scales, 1)], skipped_step_numbers=[1, 2, 3], skipped_steps=3, total_steps=8,
+        config={"loss_scale_init": 2.0**24, "loss_scale_growth_interval": 5})
+    save_finished_job(state_dir, "run", "a default fp16 run", [make_result("amp-fp16", loss_scale_history=flat,
+                                                                           total_steps=8)])
+    save_finished_job(state_dir, "run", "scaler ablation", [ablation])
+    open_page(app, "loss_scaling")
+    assert len(charts(app)) == 5  # histogram, scale sweep, the chosen real trace, the ablation beside the default
+    markdown = " ".join(texts(app.markdown))
+    assert "**3** of 8 steps skipped (steps 1, 2, 3); the scale was halved 3 times and doubled once" in markdown
+    assert "the default's line stays flat at 65,536" in markdown
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert any("Your guess: **4** · measured: **3**" in m for m in texts(app.markdown))
+
+
+def test_loss_scaling_page_queues_the_ablation(app):
+    open_page(app, "loss_scaling")
+    next(b for b in app.button if b.label == "Run the scaler ablation").click().run()
+    assert not app.exception
+    from ui import session
+
+    manager = session._job_manager_for(session._settings_environment())
+    job = manager.get(app.session_state["loss_scaling_ablation_job"])
+    config = job.spec.runs[0]
+    assert (config.precision, config.loss_scale_init, config.loss_scale_growth_interval) == ("amp-fp16", 2.0**24, 5)
+    assert manager.cancel(job.id, app.session_state["amp_lab_learner"].id)
+
+
 def test_loss_scaling_page_queues_the_tiny_run(app):
     open_page(app, "loss_scaling")
     next(b for b in app.button if b.label == "Run a tiny amp-fp16 run").click().run()
@@ -166,6 +197,22 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     assert "With the lab's DataLoader, 60% of the training time went to waiting for data" in markdown
     assert len(charts(app)) == 4  # breakdown, throughput, memory, speedup
     assert len(app.dataframe) == 1
+
+
+def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
+    open_page(app, "when_amp_pays")  # the server is up, so the job below stays "running" in its history
+    done = [make_result(p, config={"batch_size": b, "width": 1}, steady_images_per_s=ips)
+            for p, b, ips in (("fp32", 64, 100.0), ("amp-bf16", 64, 150.0), ("fp32", 256, 100.0))]
+    job_id = save_finished_job(state_dir, "sweep", "sweep: running", done)
+    store = HistoryStore(state_dir / "history.sqlite3")
+    job = store.get_job(job_id)
+    job.status, job.finished_at = "running", None
+    job.spec.runs.append(RunConfig(precision="amp-bf16", batch_size=256))
+    store.save_job(job)
+    app.run()
+    assert not app.exception
+    markdown = "".join(texts(app.markdown))
+    assert "**Verdict:** No verdict: only 3 of 4 runs are in" in markdown and "pays off" not in markdown
 
 
 def test_when_amp_pays_page_queues_a_sweep(app):

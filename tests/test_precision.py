@@ -118,3 +118,34 @@ def test_an_inherited_precision_is_read_from_its_parent(tf32_restored):
     assert tf32_flags()["cuda_matmul_allow_tf32"] is True
     torch.backends.cudnn.fp32_precision = torch.backends.fp32_precision = "none"
     assert tf32_flags()["cuda_matmul_fp32_precision"] == "ieee"
+
+
+def test_scaler_settings_reach_the_scaler_and_an_over_high_start_backs_off():
+    from trainer.loop import train_step
+
+    policy = PrecisionPolicy.resolve("amp-fp16", "cpu", loss_scale_init=2.0**24, loss_scale_growth_interval=5)
+    scaler = policy.make_scaler()
+    assert (scaler.get_scale(), scaler.get_growth_interval()) == (2.0**24, 5)
+    torch.manual_seed(0)
+    model = SimpleCNN()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    images, labels = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
+    train_step(model, images, labels, optimizer, nn.CrossEntropyLoss(), policy, scaler)
+    # 2^24 times the logits' gradient (about 1/4 here) is far past fp16's 65504: the step is skipped, the scale halves.
+    assert scaler.get_scale() == 2.0**23
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    default = PrecisionPolicy.resolve("amp-fp16", "cpu").make_scaler()
+    assert (default.get_scale(), default.get_growth_interval()) == (65536.0, 2000)
+
+
+def test_scaler_settings_are_validated_and_recorded():
+    from trainer.config import RunConfig
+
+    config = RunConfig(precision="amp-fp16", loss_scale_init=2.0**24, loss_scale_growth_interval=5).validate()
+    assert RunConfig.from_dict(config.to_dict()) == config and not config.default_scaler
+    assert RunConfig().default_scaler and RunConfig.from_dict({"precision": "fp32"}).default_scaler
+    for bad in ({"loss_scale_init": 0.5}, {"loss_scale_init": 2.0**40}, {"loss_scale_init": True},
+                {"loss_scale_growth_interval": 0}, {"loss_scale_growth_interval": 2.5}):
+        with pytest.raises(ConfigError, match="loss scale"):
+            RunConfig(**bad).validate()

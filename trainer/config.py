@@ -18,6 +18,9 @@ DEVICES = ("auto", "cpu", "cuda")
 MAX_EPOCHS = 1000
 MAX_BATCH_SIZE = 65536
 MAX_MIN_STEADY_S = 60
+DEFAULT_LOSS_SCALE = 2.0**16  # GradScaler's own defaults: start at 65536, grow after 2000 good steps in a row
+DEFAULT_GROWTH_INTERVAL = 2000
+MAX_LOSS_SCALE = 2.0**32
 
 
 @dataclass
@@ -45,6 +48,8 @@ class RunConfig:
     breakdown: bool = False  # time data waiting vs compute (adds one sync per step on CUDA)
     tune_host_malloc: bool = True  # CPU runs: reuse freed host memory instead of fresh pages (trainer/host_malloc.py)
     min_steady_s: float = 0.0  # add whole epochs until the steady window lasts this long (sweeps on fast GPUs)
+    loss_scale_init: float = DEFAULT_LOSS_SCALE  # amp-fp16's GradScaler: the scale it starts from (1 to 2^32)
+    loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL  # good steps in a row before it doubles the scale
 
     def validate(self) -> "RunConfig":
         """Raise ConfigError with one clear line for the first bad value; return self."""
@@ -67,11 +72,21 @@ class RunConfig:
             0 <= self.min_steady_s <= MAX_MIN_STEADY_S
         ):
             raise ConfigError(f"min_steady_s must be 0 to {MAX_MIN_STEADY_S} seconds, got {self.min_steady_s!r}")
+        if isinstance(self.loss_scale_init, bool) or not isinstance(self.loss_scale_init, (int, float)) or not (
+            1 <= self.loss_scale_init <= MAX_LOSS_SCALE
+        ):
+            raise ConfigError(f"the initial loss scale must be 1 to 2^32, got {self.loss_scale_init!r}")
+        _int_range("loss scale growth interval", self.loss_scale_growth_interval, 1, 1_000_000)
         if not (0 < self.lr < 10):
             raise ConfigError(f"learning rate must be between 0 and 10, got {self.lr}")
         if not (0 <= self.momentum < 1):
             raise ConfigError(f"momentum must be in [0, 1), got {self.momentum}")
         return self
+
+    @property
+    def default_scaler(self) -> bool:
+        """GradScaler's own settings (what every run used before they could be changed)."""
+        return (self.loss_scale_init, self.loss_scale_growth_interval) == (DEFAULT_LOSS_SCALE, DEFAULT_GROWTH_INTERVAL)
 
     @property
     def is_amp(self) -> bool:

@@ -81,7 +81,8 @@ def run_training(
     """
     config.validate()
     device = resolve_device(config.device)
-    policy = PrecisionPolicy.resolve(config.precision, device)
+    policy = PrecisionPolicy.resolve(config.precision, device, config.loss_scale_init,
+                                     config.loss_scale_growth_interval)
     policy.apply_backend_flags(config.cudnn_benchmark)
     if device.type == "cpu" and config.tune_host_malloc:
         host_malloc.tune_for_training()

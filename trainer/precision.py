@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from trainer.capabilities import support_on
-from trainer.config import PRECISIONS
+from trainer.config import DEFAULT_GROWTH_INTERVAL, DEFAULT_LOSS_SCALE, PRECISIONS
 from trainer.errors import ConfigError
 
 
@@ -26,9 +26,12 @@ class PrecisionPolicy:
     use_scaler: bool  # loss scaling is needed only for fp16's narrow exponent range
     allow_tf32: bool  # TF32 tensor-core math for fp32 matmuls/convolutions (CUDA only)
     warnings: tuple[str, ...] = field(default=())
+    loss_scale_init: float = DEFAULT_LOSS_SCALE  # the scaler's settings (used only when use_scaler)
+    loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL
 
     @classmethod
-    def resolve(cls, name: str, device: torch.device | str) -> "PrecisionPolicy":
+    def resolve(cls, name: str, device: torch.device | str, loss_scale_init: float = DEFAULT_LOSS_SCALE,
+                loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL) -> "PrecisionPolicy":
         """Validate `name` for `device` and build the policy; raise a one-line error if unsupported."""
         device = torch.device(device)
         if name not in PRECISIONS:
@@ -37,7 +40,8 @@ class PrecisionPolicy:
         support.check(name)
         warnings = (support.warnings[name],) if name in support.warnings else ()
         autocast_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(name)
-        return cls(name, device.type, autocast_dtype, name == "amp-fp16", name == "tf32", warnings)
+        return cls(name, device.type, autocast_dtype, name == "amp-fp16", name == "tf32", warnings,
+                   float(loss_scale_init), int(loss_scale_growth_interval))
 
     @property
     def uses_autocast(self) -> bool:
@@ -53,7 +57,8 @@ class PrecisionPolicy:
 
     def make_scaler(self) -> torch.amp.GradScaler:
         """A fresh scaler for one run; disabled (a pass-through) unless the mode is amp-fp16."""
-        return torch.amp.GradScaler(self.device_type, enabled=self.use_scaler)
+        return torch.amp.GradScaler(self.device_type, init_scale=self.loss_scale_init,
+                                    growth_interval=self.loss_scale_growth_interval, enabled=self.use_scaler)
 
     def apply_backend_flags(self, cudnn_benchmark: bool = False) -> dict:
         """Set TF32 and cuDNN switches for this run (process-wide) and return them as recorded."""

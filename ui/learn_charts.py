@@ -323,3 +323,25 @@ def memory_by_batch_chart(rows: list[dict]) -> alt.Chart:
         )
         .properties(title="A step's peak memory by batch size")
     )
+
+
+def scale_traces_chart(runs: dict[str, tuple[list[dict], list[int]]], title: str) -> alt.LayerChart:
+    """Several runs' loss scale (log2 axis) per step, a colour per run, each run's skipped steps marked."""
+    frames = []
+    for label, (points, skipped_steps) in runs.items():
+        frame = pd.DataFrame(points, columns=["step", "scale"])
+        frame["run"] = label
+        frame["skipped"] = frame["step"].isin(set(skipped_steps))
+        frames.append(frame)
+    frame = pd.concat(frames, ignore_index=True)
+    y = alt.Y("scale:Q", title="loss scale after the step", scale=alt.Scale(type="log", base=2),
+              axis=alt.Axis(values=_powers_of_two(frame["scale"]), format=",.0f"))
+    colour = alt.Color("run:N", title=None, sort=list(runs), legend=alt.Legend(orient="bottom", labelLimit=400))
+    line = alt.Chart(frame).mark_line(interpolate="step-after").encode(
+        x=alt.X("step:Q", title="step"), y=y, color=colour,
+        tooltip=["run:N", "step:Q", alt.Tooltip("scale:Q", format=",.0f"), "skipped:N"])
+    skipped = alt.Chart(frame[frame["skipped"]]).mark_point(
+        color="#d62728", filled=True, size=60, shape="triangle-down").encode(
+        x="step:Q", y=y, tooltip=["run:N", alt.Tooltip("step:Q", title="skipped step"),
+                                  alt.Tooltip("scale:Q", format=",.0f")])
+    return alt.layer(line, skipped).properties(title=title)
