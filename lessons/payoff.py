@@ -35,6 +35,7 @@ class SweepRow:
     memory_label: str | None  # which MEMORY_LABELS figure peak_memory_bytes is
     speedup: float | None = None  # AMP images/s over fp32's at the same batch and width; None for fp32
     error: str | None = None
+    noisy_reason: str | None = None  # the first reason its timing quality was "noisy"; None when steady
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -127,14 +128,25 @@ def summarize_sweep(outcomes: Iterable) -> list[SweepRow]:
     return rows
 
 
-def verdict(rows: Sequence[SweepRow]) -> str:
-    """A sentence or two from the measured numbers: from which batch size on AMP pays off, if at all."""
+def verdict(rows: Sequence[SweepRow], planned: int | None = None) -> str:
+    """A sentence or two from the measured numbers: from which batch size on AMP pays off, if at all. With
+    `planned` (the sweep's run count), no verdict until every run is in: a missing point could change it."""
+    if planned is not None and len(rows) < planned:
+        return (f"No verdict: only {len(rows)} of {planned} runs are in, and the verdict needs every batch size "
+                "measured in both modes.")
     widths = sorted({r.width for r in rows})
     sentences = [_width_verdict([r for r in rows if r.width == w], w if len(widths) > 1 else None) for w in widths]
     failures = [r for r in rows if r.status != "ok"]
     if failures:
         listed = ", ".join(f"{r.precision} at batch {r.batch_size} ({r.status})" for r in failures)
         sentences.append(f"Some runs did not finish: {listed}.")
+    noisy = [r for r in rows if r.noisy_reason]
+    if noisy:
+        listed = ", ".join(f"{r.precision} at batch {r.batch_size}" for r in noisy)
+        sentences.append(
+            f"Treat this as uncertain: {len(noisy)} run(s) were timed while the machine was busy ({listed}; "
+            f"{noisy[0].noisy_reason}); run the sweep again when it is quiet."
+        )
     return " ".join(sentences) if sentences else "The sweep has no finished runs yet."
 
 
@@ -193,7 +205,15 @@ def _sweep_row(item) -> SweepRow:
         peak_memory_bytes=peak,
         memory_label=label,
         error=getattr(item, "error", None),
+        noisy_reason=_noisy_reason(result),
     )
+
+
+def _noisy_reason(result: RunResult | None) -> str | None:
+    quality = result.timing_quality if result is not None else None
+    if not quality or quality.get("verdict") != "noisy":
+        return None
+    return (quality.get("reasons") or ["its throughput was not steady"])[0]
 
 
 def _failure_status(outcome) -> str:

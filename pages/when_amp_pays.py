@@ -42,6 +42,19 @@ def sweep_label(job: JobView) -> str:
     return f"{when(job.created_at)} · {job.label or 'sweep'} · {job.status}{mine}"
 
 
+@st.fragment(run_every=jobs.FOLLOW_REFRESH_S)
+def follow_sweep(job_id: str) -> None:
+    """A sweep that is still queued or running, drawn again every few seconds as its runs come in; the whole page
+    once it ends."""
+    job = manager.get(job_id)
+    if job is None:
+        st.warning("That sweep is no longer known to the server.")
+        return
+    if job.finished:
+        st.rerun()
+    show_sweep(job)
+
+
 def show_sweep(job: JobView) -> None:
     rows = [row.to_dict() for row in summarize_sweep(job.outcomes)]
     if job.status in ("failed", "cancelled"):
@@ -49,7 +62,7 @@ def show_sweep(job: JobView) -> None:
     if not rows:
         st.info("No run of this sweep has finished yet.")
         return
-    st.markdown(f"**Verdict:** {verdict(summarize_sweep(job.outcomes))}")
+    st.markdown(f"**Verdict:** {verdict(summarize_sweep(job.outcomes), planned=len(job.spec.runs))}")
     left, right = st.columns(2)
     left.altair_chart(sweep_chart(rows, "images_per_s", "Training throughput", "images/s (steady state)"),
                       width="stretch")
@@ -195,4 +208,8 @@ else:
     by_id = {job.id: job for job in sweeps}
     chosen = st.selectbox("Sweep", list(by_id), format_func=lambda job_id: sweep_label(by_id[job_id]),
                           key="sweep_shown", help="This session's sweeps first, then every sweep on this server.")
-    show_sweep(by_id[chosen])
+    shown_job = by_id[chosen]
+    if shown_job.finished:
+        show_sweep(shown_job)
+    else:
+        follow_sweep(shown_job.id)

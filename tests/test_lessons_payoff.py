@@ -96,6 +96,27 @@ def test_verdict_everywhere_per_width_and_mixed():
     assert verdict([]) == "The sweep has no finished runs yet."
 
 
+def test_no_verdict_until_every_point_is_in():
+    rows = summarize_sweep([result("fp32", 64, 100.0), result("amp-bf16", 64, 200.0), result("fp32", 256, 100.0)])
+    assert verdict(rows, planned=4) == (
+        "No verdict: only 3 of 4 runs are in, and the verdict needs every batch size measured in both modes."
+    )
+    rows += summarize_sweep([result("amp-bf16", 256, 210.0)])
+    assert "pays off at every batch size tried" in verdict(rows, planned=4)
+
+
+def test_a_sweep_point_timed_on_a_busy_machine_makes_the_verdict_uncertain():
+    busy = result("amp-bf16", 256, 50.0)
+    busy.timing_quality = {"verdict": "noisy", "cv": 0.4, "reasons": ["other processes used 60% of the 2 CPU cores"]}
+    rows = summarize_sweep([result("fp32", 64, 100.0), result("amp-bf16", 64, 150.0), result("fp32", 256, 100.0),
+                            busy])
+    assert rows[3].noisy_reason == "other processes used 60% of the 2 CPU cores" and rows[0].noisy_reason is None
+    assert verdict(rows).endswith(
+        "Treat this as uncertain: 1 run(s) were timed while the machine was busy (amp-bf16 at batch 256; other "
+        "processes used 60% of the 2 CPU cores); run the sweep again when it is quiet."
+    )
+
+
 def test_a_real_tiny_sweep_through_the_trainer():
     plan = plan_sweep(TINY, [32, 64], amp_mode="amp-bf16", steps_per_run=2)
     plan = [RunConfig.from_dict({**c.to_dict(), "subset": 128, "test_subset": 32, "min_steady_s": 0.3}) for c in plan]
