@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from server.history import HistoryStore, RunTiming
 from server.records import JobSpec
-from trainer.config import RunConfig
+from trainer.config import MAX_EPOCHS, RunConfig
 
 TRAIN_SPLIT_IMAGES = 50_000  # CIFAR-10 and the synthetic stand-in have the same split sizes
 RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
@@ -60,7 +61,17 @@ def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     images = planned_images(config)
     steps = -(-images // config.batch_size)
     per_epoch_s = images * per_image_s + steps * COARSE_STEP_OVERHEAD_S[device_type]
-    return config.epochs * per_epoch_s + COARSE_FIXED_S[device_type]
+    return trained_epochs(config, per_epoch_s) * per_epoch_s + COARSE_FIXED_S[device_type]
+
+
+def trained_epochs(config: RunConfig, per_epoch_s: float) -> int:
+    """Epochs the run will train: config.epochs, or more where config.min_steady_s asks for a longer steady window
+    (the loop adds whole epochs until the time after warm-up reaches it; sweep points ask for 1.5 s)."""
+    if config.min_steady_s <= 0 or per_epoch_s <= 0:
+        return config.epochs
+    steps = max(1, -(-planned_images(config) // config.batch_size))
+    warmup_s = per_epoch_s * min(config.warmup_steps, steps) / steps
+    return min(MAX_EPOCHS, max(config.epochs, math.ceil((config.min_steady_s + warmup_s) / per_epoch_s)))
 
 
 def _from_history(config: RunConfig, store: HistoryStore, device_type: str) -> float | None:
@@ -74,7 +85,8 @@ def _from_history(config: RunConfig, store: HistoryStore, device_type: str) -> f
     images_per_s = statistics.median(t.steady_images_per_s for t in timings)
     fixed = [_fixed_seconds(t) for t in timings if t.wall_s is not None]
     fixed_s = statistics.median(fixed) if fixed else COARSE_FIXED_S.get(device_type, 20.0)
-    return config.epochs * planned_images(config) / images_per_s + fixed_s
+    per_epoch_s = planned_images(config) / images_per_s
+    return trained_epochs(config, per_epoch_s) * per_epoch_s + fixed_s
 
 
 def _fixed_seconds(timing: RunTiming) -> float:

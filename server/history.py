@@ -284,7 +284,8 @@ def _run_rows(job: JobView, outcomes: list[dict]) -> Iterator[dict]:
             "loader": config.get("loader", "?"),
             "width": int(config.get("width", 1)),
             "batch_size": int(config.get("batch_size", 0)),
-            "epochs": int(config.get("epochs", 0)),
+            # Epochs trained: min_steady_s may have added some to the configured count.
+            "epochs": len(result.get("epoch_times_s") or []) or int(config.get("epochs", 0)),
             "train_images": int(result.get("train_images", 0)),
             "total_time_s": float(result.get("total_time_s", 0.0)),
             "steady_images_per_s": result.get("steady_images_per_s"),

@@ -97,3 +97,24 @@ def test_job_estimate_is_the_sum_of_its_runs(store):
     runs = [RunConfig(epochs=2, subset=5000, precision=p) for p in ("fp32", "amp-bf16")]
     total = estimate_job_seconds(JobSpec("compare", runs), store, "cpu")
     assert total == pytest.approx(sum(estimate_run_seconds(run, store, "cpu") for run in runs))
+
+
+def test_a_minimum_steady_time_adds_the_epochs_the_loop_will_add(store):
+    past = RunConfig(epochs=1, subset=1000, batch_size=20, loader="resident", precision="amp-bf16")
+    record_run(store, "1" * 32, past, images_per_s=500.0, wall_s=6.0)  # 2 s steady training + 4 s fixed
+    point = RunConfig(epochs=1, subset=200, batch_size=20, warmup_steps=2, loader="resident", precision="amp-bf16",
+                      min_steady_s=1.5)
+    # 0.4 s an epoch, 0.08 s of it warm-up: 4 epochs reach 1.5 s after warm-up
+    assert estimate_run_seconds(point, store, "cpu") == pytest.approx(4 * 0.4 + 4.0)
+    without = RunConfig.from_dict({**point.to_dict(), "min_steady_s": 0.0})
+    assert coarse_run_seconds(point, "cpu") > coarse_run_seconds(without, "cpu")
+
+
+def test_history_counts_the_epochs_a_run_trained_not_those_configured(store):
+    past = RunConfig(epochs=1, subset=1000, batch_size=20, loader="resident", min_steady_s=1.5)
+    record_run(store, "1" * 32, past, images_per_s=500.0, wall_s=10.0)
+    job = store.get_job("1" * 32)
+    job.outcomes[0].result.epoch_times_s = [2.0, 2.0, 2.0]  # the loop added two epochs to reach min_steady_s
+    store.save_job(job)
+    (timing,) = store.run_timings("cpu", "fp32", "resident", 1)
+    assert timing.epochs == 3
