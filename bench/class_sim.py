@@ -5,10 +5,12 @@
 Every run is a real training run in its own process (synthetic data, a few seconds each); only the learners are
 simulated. Prints and writes one JSON object: learners, submitted, finished, failed, lost (submitted but never
 final), duplicated (a run executed more than once), max_concurrent_runs (from the runs' own start and end: the
-child's start to the runner's return), makespan_s (first submit to last final state) and backend.
+child's start to the runner's return), makespan_s (first submit to last final state), first_progress_s (first
+submit to the first progress line of any job: what a learner waits on an empty queue) and backend.
 
-`--backend local` runs the embedded workers: one on a CPU unless `--workers K` asks for more (timings then share
-the cores). `--backend ray` starts a local Ray with `--fake-gpus G` GPU resources (runs still on the CPU), or
+`--backend local` runs the embedded workers, as the app does (each run's process started ahead; `--no-prestart`
+starts it at the run, and `--warm-s` is how long the server is up before the learners come): one worker on a CPU
+unless `--workers K` asks for more (timings then share the cores). `--backend ray` starts a local Ray with `--fake-gpus G` GPU resources (runs still on the CPU), or
 joins the cluster at `--ray-address`, and gives each run to Ray as a task.
 """
 
@@ -28,7 +30,7 @@ from server.jobs import JobManager
 from server.records import FINISHED_STATUSES, JobSpec
 from server.settings import Settings
 from trainer.config import RunConfig
-from trainer.isolated import run_isolated
+from trainer.isolated import PrestartedRunner, run_isolated
 
 POLL_S = 0.05
 
@@ -41,6 +43,7 @@ class RunLog:
         self._lock = threading.Lock()
         self.calls: Counter = Counter()
         self.spans: list[tuple[float, float]] = []
+        self.first_progress: float | None = None
 
     def __call__(self, config: RunConfig, **kwargs):
         with self._lock:
@@ -53,8 +56,16 @@ class RunLog:
             if spawned is not None:
                 spawned(pid)
 
+        progressed = kwargs.pop("on_progress", None)
+
+        def on_progress(progress) -> None:
+            if self.first_progress is None:
+                self.first_progress = time.time()
+            if progressed is not None:
+                progressed(progress)
+
         try:
-            return self._runner(config, on_spawn=on_spawn, **kwargs)
+            return self._runner(config, on_spawn=on_spawn, on_progress=on_progress, **kwargs)
         finally:
             if started:
                 with self._lock:
@@ -82,11 +93,17 @@ def tiny_compare(learner: int) -> JobSpec:
     return JobSpec("compare", runs, label=f"class_sim learner {learner}")
 
 
-def simulate(learners: int, runner, slots: list[Slot], backend: str, state_dir: str, timeout_s: float) -> dict:
+def simulate(
+    learners: int, runner, slots: list[Slot], backend: str, state_dir: str, timeout_s: float, warm_s: float = 0.0
+) -> dict:
     """Submit one comparison per learner from N threads at once and wait for every job to end (or the timeout)."""
     settings = Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_session=1)
     log = RunLog(runner)
     manager = JobManager(settings, runner=log, device_type="cpu", slots=slots)
+    if isinstance(runner, PrestartedRunner):
+        for slot in slots:
+            runner.prestart(slot.env)
+    time.sleep(warm_s)
     ids: list[str] = []
     refused: list[str] = []
     lock = threading.Lock()
@@ -114,6 +131,8 @@ def simulate(learners: int, runner, slots: list[Slot], backend: str, state_dir: 
         time.sleep(POLL_S)
     views = [manager.get(i) for i in ids]
     manager.shutdown(wait=True, timeout=10)
+    if isinstance(runner, PrestartedRunner):
+        runner.close()
     final = [v for v in views if v.status in FINISHED_STATUSES]
     ends = [v.finished_at for v in final if v.finished_at]
     return {
@@ -125,6 +144,7 @@ def simulate(learners: int, runner, slots: list[Slot], backend: str, state_dir: 
         "duplicated": log.duplicated,
         "max_concurrent_runs": log.max_concurrent(),
         "makespan_s": round(max(ends) - started, 2) if ends else None,
+        "first_progress_s": round(log.first_progress - started, 2) if log.first_progress else None,
         "backend": backend,
         "workers": len(slots),
         "refused": refused,
@@ -141,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fake-gpus", type=int, default=None,
                         help="ray: start a local Ray with this many fake GPU resources; local: that many workers")
     parser.add_argument("--ray-address", default=None, help="ray: join this cluster instead of starting one")
+    parser.add_argument("--no-prestart", action="store_true", help="local: start each run's process at the run")
+    parser.add_argument("--warm-s", type=float, default=20.0,
+                        help="local: seconds the server is up before the learners submit (the processes import)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every job to end")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
@@ -151,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.backend == "local":
         count = args.workers or args.fake_gpus or 1
         slots = [Slot("cpu")] if count == 1 else [Slot(f"worker {n}") for n in range(count)]
-        runner = run_isolated
+        runner = run_isolated if args.no_prestart else PrestartedRunner()
     else:
         from server.ray_runner import RayRunner  # Ray is imported only on this path
 
@@ -160,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         cleanup = runner.close
     try:
         with tempfile.TemporaryDirectory(prefix="amp-lab-class-sim-") as state_dir:
-            figures = simulate(args.learners, runner, slots, args.backend, state_dir, args.timeout)
+            warm_s = args.warm_s if args.backend == "local" and not args.no_prestart else 0.0
+            figures = simulate(args.learners, runner, slots, args.backend, state_dir, args.timeout, warm_s)
     finally:
         if cleanup is not None:
             cleanup()

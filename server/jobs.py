@@ -1,7 +1,7 @@
 """The shared server's job queue: one worker thread per GPU (one on a CPU server) takes learners' jobs in order.
 
-Each run of a job goes through a runner (by default `trainer.isolated.run_isolated`, which spawns a fresh
-subprocess), so a crash, an out-of-memory error or a kill from outside ends only that job.
+Each run of a job goes through a runner (by default `trainer.isolated.PrestartedRunner`: a fresh subprocess per run,
+started and imported ahead), so a crash, an out-of-memory error or a kill from outside ends only that job.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from trainer.capabilities import DeviceFacts, mode_support, resolve_device_type
 from trainer.comparison_table import format_seconds
 from trainer.config import RunConfig
 from trainer.errors import ConfigError, TrainerError
-from trainer.isolated import RunOutcome, run_isolated
+from trainer.isolated import PrestartedRunner, RunOutcome
 from trainer.progress import Progress
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class JobManager:
         self,
         settings: Settings,
         store: HistoryStore | None = None,
-        runner: Callable[..., RunOutcome] = run_isolated,
+        runner: Callable[..., RunOutcome] | None = None,
         *,
         device_type: str | None = None,
         prober: Callable | None = None,
@@ -94,14 +94,15 @@ class JobManager:
     ):
         self.settings = settings
         self.store = store if store is not None else HistoryStore(settings.history_path)
-        if settings.ray_address and runner is run_isolated:
+        if settings.ray_address and runner is None:
             from server.ray_runner import RayRunner  # only a server set up for a cluster imports Ray
 
             runner = RayRunner.start(settings.ray_address)
             device_type = device_type or runner.device_type
             slots = slots if slots is not None else runner.slots()
         self.device_type = device_type or resolve_device_type(settings.device)
-        self._runner = runner
+        prestarted = PrestartedRunner() if runner is None else None
+        self._runner = runner or prestarted
         self._prober = prober
         self._cond = threading.Condition(threading.RLock())
         self._jobs: dict[str, _Job] = {}
@@ -117,6 +118,9 @@ class JobManager:
         ]
         for worker in self._workers:
             worker.start()
+        if prestarted is not None:
+            for slot in self.slots:
+                prestarted.prestart(slot.env)  # the first job on each worker starts training at once too
 
     # ---- what sessions call -------------------------------------------------------------------
 
@@ -231,6 +235,8 @@ class JobManager:
             for job in self._running.values():
                 job.cancel.set()
             self._cond.notify_all()
+        if isinstance(self._runner, PrestartedRunner):
+            self._runner.close()
         if wait:
             for worker in self._workers:
                 worker.join(timeout)

@@ -2,12 +2,13 @@
 
 import os
 import signal
+import time
 from dataclasses import replace
 
 import pytest
 
 from trainer.config import RunConfig
-from trainer.isolated import RunOutcome, run_isolated
+from trainer.isolated import PrestartedRunner, RunOutcome, run_isolated
 
 TINY = RunConfig(data="synthetic", device="cpu", loader="resident", num_workers=0, epochs=1, batch_size=16,
                  subset=32, test_subset=16, log_every=1)
@@ -55,3 +56,22 @@ def test_a_trainer_error_in_the_child_keeps_its_type_and_message():
 def test_outcome_dict_round_trip_without_a_result(status):
     outcome = RunOutcome(TINY, status, error=None if status == "ok" else "x", error_kind=None)
     assert RunOutcome.from_dict(outcome.to_dict()) == outcome
+
+
+def test_a_prestarted_child_runs_the_next_config_and_another_waits_after_it():
+    runner = PrestartedRunner()
+    try:
+        runner.prestart({"AMP_LAB_MARK": "a"})
+        (waiting,) = runner._ready.values()
+        pids = []
+        outcome = runner(TINY, env={"AMP_LAB_MARK": "a"}, on_spawn=pids.append)
+        assert outcome.status == "ok", outcome.error
+        assert pids == [waiting.pid]  # the run used the process started ahead
+        (after,) = runner._ready.values()
+        assert after.pid != waiting.pid and after.poll() is None
+    finally:
+        runner.close()
+    deadline = time.monotonic() + 10
+    while after.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert after.poll() is not None and not runner._ready

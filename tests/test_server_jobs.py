@@ -523,3 +523,13 @@ def test_ray_is_never_imported_without_a_ray_address():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_default_runner_keeps_each_workers_next_process_started_ahead(settings):
+    manager = JobManager(settings, device_type="cpu")
+    try:
+        waiting = list(manager._runner._ready.values())
+        assert len(waiting) == len(manager.slots) == 1 and waiting[0].poll() is None
+    finally:
+        manager.shutdown(wait=True, timeout=WAIT_S)
+    wait_until(lambda: waiting[0].poll() is not None, timeout=10)  # shutdown let it go
