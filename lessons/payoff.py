@@ -51,14 +51,23 @@ class BreakdownRow:
     data_wait_s: float
     compute_s: float
     images_per_s: float | None
+    # CPU runs only: the DataLoader workers' CPU seconds, taken from the cores the training computes on
+    worker_cpu_s: float | None = None
+    cores: int | None = None
 
     @property
     def data_share(self) -> float:
         total = self.data_wait_s + self.compute_s
         return self.data_wait_s / total if total > 0 else 0.0
 
+    @property
+    def worker_share(self) -> float:
+        """Share of the cores' time during training that the loader's workers used (0 without the figures)."""
+        total = (self.data_wait_s + self.compute_s) * (self.cores or 0)
+        return (self.worker_cpu_s or 0.0) / total if total > 0 else 0.0
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "data_share": self.data_share}
+        return {**asdict(self), "data_share": self.data_share, "worker_share": self.worker_share}
 
 
 # ---- the sweep -------------------------------------------------------------------------------------------
@@ -258,9 +267,18 @@ def summarize_breakdown(results: Iterable[RunResult]) -> list[BreakdownRow]:
                 data_wait_s=result.data_wait_s,
                 compute_s=result.compute_s,
                 images_per_s=result.steady_images_per_s or result.images_per_s,
+                **_worker_cpu(result),
             )
         )
     return rows
+
+
+def _worker_cpu(result: RunResult) -> dict:
+    """On a CPU, the loader workers' CPU time and the cores it came from; on a GPU they do not compete with the
+    training's arithmetic, so they are left out."""
+    if result.environment.get("device_type") != "cpu" or result.worker_cpu_s is None:
+        return {}
+    return {"worker_cpu_s": result.worker_cpu_s, "cores": (result.timing_quality or {}).get("cores")}
 
 
 def breakdown_sentence(rows: Sequence[BreakdownRow]) -> str:
@@ -279,6 +297,16 @@ def breakdown_sentence(rows: Sequence[BreakdownRow]) -> str:
 def _bound_by(row: BreakdownRow) -> str:
     name = "the lab's DataLoader" if row.loader == "dataloader" else f"the {row.loader} loader"
     share = f"{row.data_share:.0%} of the training time went to waiting for data"
+    if row.worker_cpu_s is not None and row.cores:
+        workers = (
+            f"{share}, and its workers used {row.worker_cpu_s:.1f} s of CPU during {row.data_wait_s + row.compute_s:.1f} s "
+            f"of training, {row.worker_share:.0%} of the {row.cores} cores' time, taken from the training's own "
+            "arithmetic on the same cores"
+        )
+        if row.data_share + row.worker_share >= DATA_BOUND_SHARE:
+            return f"With {name}, {workers}: the data pipeline, not arithmetic, bounds this run, so AMP cannot help much."
+        if row.data_share + row.worker_share >= DATA_NOTICEABLE_SHARE:
+            return f"With {name}, {workers}: compute bounds the run, but the data pipeline costs a noticeable part."
     if row.data_share >= DATA_BOUND_SHARE:
         return f"With {name}, {share}: the data pipeline, not arithmetic, bounds this run, so AMP cannot help much."
     if row.data_share >= DATA_NOTICEABLE_SHARE:

@@ -151,6 +151,32 @@ def test_breakdown_sentence_names_the_bound():
     assert summarize_breakdown([result("fp32", 64, 1.0)]) == []  # no breakdown recorded
 
 
+def test_on_a_cpu_the_dataloaders_workers_count_as_data_cost():
+    # The issue's case: 2% waiting, yet the resident loader 1.8x faster, because the workers took the cores.
+    rows = [BreakdownRow("dataloader", "fp32", 256, data_wait_s=0.7, compute_s=37.3, images_per_s=1000.0,
+                         worker_cpu_s=40.0, cores=2),
+            BreakdownRow("resident", "fp32", 256, data_wait_s=0.1, compute_s=20.9, images_per_s=1810.0)]
+    text = breakdown_sentence(rows)
+    assert text.startswith(
+        "With the lab's DataLoader, 2% of the training time went to waiting for data, and its workers used 40.0 s of "
+        "CPU during 38.0 s of training, 53% of the 2 cores' time, taken from the training's own arithmetic on the "
+        "same cores: the data pipeline, not arithmetic, bounds this run")
+    assert "With the resident loader, 0%" in text and "compute bounds this run" in text
+    assert rows[0].to_dict()["worker_share"] == pytest.approx(40 / 76)
+
+
+def test_worker_cpu_is_read_from_cpu_results_only():
+    def run(device_type):
+        r = result("fp32", 64, 100.0)
+        r.config["loader"] = "dataloader"
+        r.data_wait_s, r.compute_s, r.worker_cpu_s = 0.1, 1.0, 0.8
+        r.environment, r.timing_quality = {"device_type": device_type}, {"cores": 2}
+        return r
+
+    cpu, gpu = summarize_breakdown([run("cpu"), run("cuda")])
+    assert (cpu.worker_cpu_s, cpu.cores) == (0.8, 2) and gpu.worker_cpu_s is None
+
+
 def test_the_sweep_offers_only_the_modes_it_runs_on_a_tf32_gpu():
     from ui.experiment import amp_modes
 
