@@ -28,6 +28,10 @@ pages = {
         st.Page("pages/when_amp_pays.py", title="When AMP pays off", url_path="when-amp-pays"),
         st.Page("pages/history.py", title="History", url_path="history"),
     ],
+    # Last, the walkthrough's end: the patterns real training code needs beyond the lab's three lines.
+    "Your own code": [
+        st.Page("pages/recipe.py", title="The AMP recipe", url_path="recipe"),
+    ],
 }
 if session.is_instructor():  # the console is in the navigation only for the instructor
     pages["Instructor"] = [st.Page("pages/instructor.py", title="Instructor console", url_path="instructor")]

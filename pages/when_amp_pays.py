@@ -24,7 +24,7 @@ from trainer.results import MEMORY_LABELS
 from ui import jobs, session
 from ui.experiment import amp_modes, default_amp
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
-from ui.widgets import about, when
+from ui.widgets import about, next_link, when
 
 BREAKDOWN_LABEL = "where the time goes"
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
@@ -102,10 +102,13 @@ source = default_source(settings.data_root)
 st.title("When AMP pays off")
 st.markdown(
     """
-AMP makes the *arithmetic* cheaper. A training step is faster only where arithmetic is what the step waits for:
-if the GPU (or CPU) sits idle waiting for the next batch, or if the batch is so small that fixed costs per step
-(launching kernels, Python, the optimizer) dominate, halving the arithmetic changes little. This page measures
-both on this server.
+AMP speeds a step up in two ways. Matrix products (convolutions, linear layers) run on Tensor Cores (on a CPU,
+its AMX or bf16 units) with 16-bit inputs and fp32 accumulation; and memory-bound operations (ReLU, pooling,
+reading and writing activations), most of this CNN's GPU kernels, move half the bytes. It does not halve the
+arithmetic: the same operations run, some of them faster. A step gains only where those operations are what it
+waits for: if the GPU (or CPU) sits idle waiting for the next batch, or if the batch is so small that fixed costs
+per step (launching kernels, Python, the optimizer) dominate, AMP changes little. This page measures both on
+this server.
 
 On a CPU there is a third cost that is not arithmetic: getting fresh memory. With the C library's default
 settings, every large activation and gradient of a step is mapped fresh from the operating system, which zeroes
@@ -213,3 +216,5 @@ else:
         show_sweep(shown_job)
     else:
         follow_sweep(shown_job.id)
+
+next_link("pages/recipe.py", "the recipe: AMP in your own training code")

@@ -246,3 +246,22 @@ def test_memory_page_predicts_then_shows_the_measured_breakdown(app):
     assert any(c.startswith("Check: at the end of the forward pass") for c in texts(app.caption))
     assert len(charts(app)) == 1
     assert any("Next: run the experiment" in link.label for link in app.get("page_link"))
+
+
+def test_recipe_page_shows_every_tested_snippet(app):
+    open_page(app, "recipe")
+    assert app.title[0].value == "The recipe: AMP in your own training code"
+    from lessons.recipes import RECIPES
+
+    assert [h.value for h in app.subheader][: len(RECIPES)] == [title for title, _ in RECIPES]
+    code = "\n".join(c.value for c in app.code)
+    assert "scaler.unscale_(optimizer)" in code and "binary_cross_entropy_with_logits" in code
+    assert "scaler.state_dict()" in code and "torch.inference_mode()" in code
+    assert any("Next: run a comparison of your own" in link.label for link in app.get("page_link"))
+
+
+def test_when_amp_pays_names_both_sources_of_the_gain_and_links_the_recipe(app):
+    open_page(app, "when_amp_pays")
+    markdown = " ".join(" ".join(texts(app.markdown)).split())
+    assert "It does not halve the arithmetic" in markdown and "move half the bytes" in markdown
+    assert any("Next: the recipe" in link.label for link in app.get("page_link"))

@@ -20,6 +20,7 @@ PAGES = [
     ("When AMP pays off", "when-amp-pays", "AMP pays off"),
     ("Results", "results", "Results"),
     ("History", "history", "History"),
+    ("The AMP recipe", "recipe", "recipe"),
 ]
 DEFAULT_PAGE = "overview"
 SYNTHETIC_RUN_TIMEOUT_MS = 240_000  # a tiny comparison: two fresh processes on 2 cores, plus queueing

@@ -1,0 +1,72 @@
+"""The recipe: the everyday torch.amp patterns beyond the lab's three lines, each one tested on the CPU."""
+
+import inspect
+
+import streamlit as st
+
+from lessons import recipes
+from ui.widgets import next_link
+
+WHY = {
+    recipes.step_with_clipping: (
+        "Clipping looks at the size of the gradients, and after `scaler.scale(loss).backward()` they are S times "
+        "too large. `scaler.unscale_(optimizer)` divides them back first; `scaler.step` then knows not to divide "
+        "again, and still skips the step when a gradient is inf or NaN."
+    ),
+    recipes.step_with_accumulation: (
+        "To train with a batch too large for memory, add up the gradients of several micro-batches. Divide each "
+        "loss by their count, call `backward()` on each at the same scale, and `step()` and `update()` once: an "
+        "`update()` between micro-batches could change the scale halfway through one batch's gradients."
+    ),
+    recipes.save_checkpoint: (
+        "The scaler has state: its current scale and how many good steps it has counted. Save it beside the model "
+        "and the optimizer..."
+    ),
+    recipes.load_checkpoint: (
+        "... and load it back, or a resumed fp16 run starts again from 65536 and skips steps while it searches "
+        "down to the scale it had already found."
+    ),
+    recipes.evaluate: (
+        "Autocast speeds evaluation up as much as training. No scaler: nothing is backpropagated, so nothing can "
+        "underflow. `inference_mode` drops the autograd graph and its saved activations."
+    ),
+    recipes.predict_probabilities: (
+        "A model's outputs under autocast are 16-bit. Turn them into fp32 before softmax when the probabilities "
+        "themselves matter (a threshold, a calibration, a log): fp16 keeps about three decimal digits."
+    ),
+    recipes.binary_loss: (
+        "For yes/no targets, give the logits to `binary_cross_entropy_with_logits` (`nn.BCEWithLogitsLoss`): "
+        "autocast runs it in fp32 and it never takes log(0). `sigmoid` then `binary_cross_entropy` rounds "
+        "confident probabilities to exactly 0 or 1 in fp16, so a confidently wrong logit of 20 costs a loss of "
+        "100 (the clamp) instead of 20; CUDA autocast refuses `binary_cross_entropy` for that reason."
+    ),
+}
+
+st.title("The recipe: AMP in your own training code")
+st.markdown(
+    """
+The lab's three changes (autocast around the forward pass, a GradScaler, `scaler.step` and `scaler.update`) are
+the core. Real training code does a few more things, and each has one right way to combine with AMP. Every
+function below is the code itself, from `lessons/recipes.py`, and the project's tests run each one on a CPU
+(`tests/test_lessons_recipes.py`). `device_type` and `dtype` are arguments: `"cuda"` with `torch.float16` as in the
+lab, `"cpu"` with `torch.bfloat16` on a CPU. Make the scaler enabled only for float16, and the same loop serves all:
+"""
+)
+st.code(inspect.getsource(recipes.make_scaler), language="python")
+for title, function in recipes.RECIPES:
+    st.subheader(title)
+    st.markdown(WHY[function])
+    st.code(inspect.getsource(function), language="python")
+
+st.subheader("Two things not to do")
+st.markdown(
+    """
+- **Do not call `.half()` on the model** to "use fp16": that is fp16-true training, weights and optimizer in 16
+  bits, which loses small updates (an fp32 weight of 1.0 cannot grow by 0.0001 in fp16). AMP keeps the weights in
+  fp32 and casts per operation.
+- **Do not put `backward()` inside autocast.** The backward pass runs each operation in the dtype its forward
+  pass used anyway; only the forward pass and the loss belong in the `with` block.
+"""
+)
+
+next_link("pages/run_experiment.py", "run a comparison of your own")
