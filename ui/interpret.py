@@ -72,8 +72,9 @@ def interpret(baseline: RunResult, candidate: RunResult, interval: SpeedupInterv
         )
     elif name == "amp-fp16" and device == "cpu":
         sentence = (
-            f"amp-fp16 took {1 / speedup:.1f}x the fp32 time here because CPUs have no fast fp16 kernels: "
-            "on a CPU use amp-bf16, and keep fp16 for GPUs with Tensor Cores."
+            f"amp-fp16 took {1 / speedup:.1f}x the fp32 time here because PyTorch has no fast fp16 kernels for "
+            "this CPU (a few recent CPUs, with AMX-FP16, have one): here use amp-bf16, and keep fp16 for GPUs "
+            "with Tensor Cores."
         )
     elif (share := data_wait_share(candidate)) is not None and share > DATA_BOUND_SHARE:
         sentence = (
