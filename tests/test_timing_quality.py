@@ -73,3 +73,62 @@ def test_the_monitor_reads_this_machines_counters():
 
 def test_is_noisy_reads_a_record_or_its_absence():
     assert tq.is_noisy({"verdict": "noisy"}) and not tq.is_noisy({"verdict": "steady"}) and not tq.is_noisy(None)
+
+
+# ---- the done-when check: a real comparison beside a CPU burner, and on a quiet machine --------------------------
+
+BURN_S = 120  # each burner stops by itself after this, even if the test is killed
+SMALL = ["--amp", "amp-bf16", "--data", "synthetic", "--device", "cpu", "--loader", "resident", "--workers", "0",
+         "--epochs", "1", "--batch-size", "64", "--subset", "1024", "--test-subset", "64", "--warmup-steps", "2",
+         "--min-steady-s", "1"]
+
+
+def _compare(tmp_path) -> list[dict]:
+    import json
+
+    from trainer.cli import main
+
+    path = tmp_path / "compare.json"
+    assert main(["compare", *SMALL, "--json", str(path)]) == 0
+    return [run["timing_quality"] for run in json.loads(path.read_text())["runs"]]
+
+
+def _busy_share(seconds: float = 1.0) -> float:
+    """Share of all cores' time in use now, by any process (this test is idle meanwhile)."""
+    import time
+
+    def read():
+        fields = [float(x) for x in open("/proc/stat").readline().split()[1:]]
+        return sum(fields[:3]) + fields[5] + fields[6], sum(fields[:8])
+
+    busy0, total0 = read()
+    time.sleep(seconds)
+    busy1, total1 = read()
+    return (busy1 - busy0) / max(1.0, total1 - total0)
+
+
+def test_a_comparison_beside_a_cpu_burner_on_every_core_is_noisy_and_names_the_load(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    burn = f"import time\nend = time.monotonic() + {BURN_S}\nwhile time.monotonic() < end: pass"
+    burners = [subprocess.Popen([sys.executable, "-c", burn]) for _ in range(os.cpu_count() or 1)]
+    try:
+        qualities = _compare(tmp_path)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    for quality in qualities:
+        assert quality["verdict"] == "noisy"
+        assert any(reason.startswith("other processes used") for reason in quality["reasons"]), quality
+
+
+def test_a_comparison_on_a_quiet_machine_is_steady(tmp_path):
+    if _busy_share() > 0.1:
+        pytest.skip("other processes are using the CPU now, so this machine is not quiet")
+    for quality in _compare(tmp_path):
+        if any(reason.startswith(("other processes", "the hypervisor")) for reason in quality["reasons"]):
+            pytest.skip(f"the machine got busy during the comparison: {quality['reasons']}")
+        assert quality["verdict"] == "steady", quality
