@@ -7,6 +7,7 @@ from lessons.autocast_trace import MODE_DESCRIPTIONS, trace_all, trace_all_isola
 from trainer.errors import TrainerError
 from ui import session
 from ui.learn_charts import dtype_grid_chart
+from ui.predict import predict_then_check
 from ui.widgets import next_link
 
 COLUMN_NAMES = {
@@ -70,17 +71,27 @@ except TrainerError as err:
     st.error(str(err))
     st.stop()
 
-grid_rows = [{"mode": t["mode"], **row} for t in traces for row in t["layers"]]
-st.altair_chart(dtype_grid_chart(grid_rows), width="stretch")
-
-st.subheader("Every mode, in detail")
-for trace in traces:
-    st.markdown(f"**{trace['mode']}**: {MODE_DESCRIPTIONS[trace['mode']]}")
-    st.dataframe(
-        [{COLUMN_NAMES[key]: value for key, value in row.items()} for row in trace["layers"]],
-        hide_index=True,
+amp_trace = next((t for t in traces if t["mode"].startswith("amp-")), None)
+revealed = True
+if amp_trace is not None:
+    layers = amp_trace["layers"]
+    revealed = predict_then_check(
+        "autocast-layers", f"Under {amp_trace['mode']}, how many of the model's {len(layers)} layers output 16-bit "
+        "values (convolutions, ReLUs, max-pools, linear layers)?", low=0, high=len(layers), default=4, step=1,
+        fmt="%d", answer=sum(row["output_dtype"] in ("float16", "bfloat16") for row in layers),
     )
-    st.caption(f"logits: {trace['logits_dtype']} · loss: {trace['loss_dtype']}")
+if revealed:
+    grid_rows = [{"mode": t["mode"], **row} for t in traces for row in t["layers"]]
+    st.altair_chart(dtype_grid_chart(grid_rows), width="stretch")
+
+    st.subheader("Every mode, in detail")
+    for trace in traces:
+        st.markdown(f"**{trace['mode']}**: {MODE_DESCRIPTIONS[trace['mode']]}")
+        st.dataframe(
+            [{COLUMN_NAMES[key]: value for key, value in row.items()} for row in trace["layers"]],
+            hide_index=True,
+        )
+        st.caption(f"logits: {trace['logits_dtype']} · loss: {trace['loss_dtype']}")
 
 st.subheader("Autocast's op lists, measured")
 try:

@@ -8,6 +8,7 @@ from lessons.underflow import scale_outcome
 from trainer.errors import TrainerError
 from ui import session
 from ui.learn_charts import bits_html, bits_legend_html, format_range_chart
+from ui.predict import predict_then_check
 from ui.widgets import next_link
 
 EXAMPLES = "0.1, 1/3, 65504, 65520, 500, 2^-24, 1e-40, -2.5"
@@ -121,17 +122,22 @@ if values is not None:
         "value. On the model's rows: the median magnitude. Hover for the numbers."
     )
     fp16 = values["gradients_fp16"]
-    st.markdown(
-        f"""
-The orange bars are the lab model's own numbers after {values['steps']} fp32 training steps on a batch of
-{values['batch_size']} {source} images: the darker part holds the middle 98% of the nonzero magnitudes, the lighter
-part runs from the smallest to the largest. Weights and activations sit comfortably inside fp16's and bf16's
-ranges. The **gradients** are much smaller: in fp16 without scaling, **{fp16['underflow_fraction']:.2%}** of the
-nonzero gradient values would become exactly zero, and **{fp16['subnormal_fraction']:.1%}** would survive only as
-subnormals with fewer significant bits. So for this model few gradients vanish, but many lose precision; a model
-with smaller gradients loses more. bf16 shares fp32's exponent, so its range covers them all, at the cost of
-precision everywhere. That is why AMP with fp16 uses a loss scaler and AMP with bf16 does not: see the next page.
-"""
-    )
+    if predict_then_check(
+        "zero-gradients", "Without loss scaling, what share of the lab model's nonzero gradients become exactly "
+        "zero in fp16?", low=0.0, high=50.0, default=10.0, step=0.5, fmt="%.2f%%",
+        answer=100 * fp16["underflow_fraction"],
+    ):
+        st.markdown(
+            f"""
+    The orange bars are the lab model's own numbers after {values['steps']} fp32 training steps on a batch of
+    {values['batch_size']} {source} images: the darker part holds the middle 98% of the nonzero magnitudes, the lighter
+    part runs from the smallest to the largest. Weights and activations sit comfortably inside fp16's and bf16's
+    ranges. The **gradients** are much smaller: in fp16 without scaling, **{fp16['underflow_fraction']:.2%}** of the
+    nonzero gradient values would become exactly zero, and **{fp16['subnormal_fraction']:.1%}** would survive only as
+    subnormals with fewer significant bits. So for this model few gradients vanish, but many lose precision; a model
+    with smaller gradients loses more. bf16 shares fp32's exponent, so its range covers them all, at the cost of
+    precision everywhere. That is why AMP with fp16 uses a loss scaler and AMP with bf16 does not: see the next page.
+    """
+        )
 
 next_link("pages/loss_scaling.py", "underflow and loss scaling")

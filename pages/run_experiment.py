@@ -4,6 +4,7 @@ import streamlit as st
 
 from server.estimate import estimate_job_seconds
 from trainer.datasets import cifar10_available
+from trainer.results import compare
 from ui import jobs, session
 from ui.experiment import (
     DATA_NAMES,
@@ -14,10 +15,21 @@ from ui.experiment import (
     experiment_choices,
     subset_name,
 )
+from ui.predict import predict_then_check
 from ui.widgets import about, job_panel
 
 RUNNING_REFRESH_S = 1.0
 QUEUED_REFRESH_S = 5.0
+
+
+
+def latest_speedup(mine) -> float | None:
+    """The speedup (fp32 time over AMP time, as in the results table) of this learner's latest finished comparison."""
+    for job in reversed(mine):
+        if job.kind == "compare" and job.status == "done" and len(job.results) == 2:
+            return compare(*job.results).speedup
+    return None
+
 
 settings = session.get_settings()
 manager = session.get_job_manager()
@@ -123,6 +135,11 @@ st.info(f"**Estimated time for both runs:** {about(estimate)}, start-up and accu
 
 if st.button("Run", type="primary", disabled=bool(blocked)):
     jobs.submit(spec)
+predict_then_check(
+    "run-speedup", f"How many times as fast as fp32 will {values['amp']} train here, with these settings?",
+    low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx", answer=latest_speedup(session.my_jobs()),
+    pending="Your comparison's measured speedup appears here when it has finished.",
+)
 
 st.subheader("Your job")
 mine = session.my_jobs()  # with the history: once per page run, not on every tick

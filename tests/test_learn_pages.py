@@ -44,7 +44,11 @@ def test_number_formats_page_shows_bits_and_ranges(app):
         assert layout.bit_string in shown
     assert "stores `0.0999755859375`" in markdown
     assert len(charts(app)) == 1
-    assert "of the nonzero gradient values would become exactly zero" in " ".join(markdown.split())
+    assert "of the nonzero gradient values would become exactly zero" not in " ".join(markdown.split())
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    markdown = " ".join(" ".join(texts(app.markdown)).split())
+    assert "of the nonzero gradient values would become exactly zero" in markdown
+    assert "Your guess: **10.00%** · measured: **0." in markdown
 
     app.text_input[0].input("70000").run()
     assert not app.exception
@@ -144,6 +148,9 @@ def test_loss_scaling_page_queues_the_tiny_run(app):
 def test_autocast_page_tables_every_mode(app):
     open_page(app, "autocast_layers")
     assert app.title[0].value == "Autocast, layer by layer"
+    assert len(app.dataframe) == 1  # the per-mode tables wait for a guess; the op lists do not
+    next(b for b in app.button if b.label == "Just show me").click().run()
+    assert any("No guess this time. Measured: **9**" in m for m in texts(app.markdown))
     assert len(app.dataframe) == 6  # five modes, then the measured op lists
     ops = app.dataframe[5].value.set_index("op")
     assert ops.loc["conv2d", "on cpu"] == "low precision" and ops.loc["cross_entropy", "on cpu"] == "fp32"

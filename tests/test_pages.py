@@ -75,8 +75,10 @@ def test_run_page_offers_the_labs_settings(app):
     assert app.radio(key="run_data").options == ["synthetic (CIFAR-shaped, generated)"]  # no CIFAR-10 in the data root
     assert any("CIFAR-10 is not offered" in c for c in texts(app.caption))
     assert any(i.startswith("**Estimated time for both runs:** about") for i in texts(app.info))
-    assert [b.label for b in app.button] == ["Run"]
+    assert [b.label for b in app.button] == ["Run", "Lock in my guess", "Just show me"]
     assert "Nothing yet" in "".join(texts(app.caption))
+    app.button[2].click().run()  # no comparison yet: the answer waits for one
+    assert any("No guess this time." in m for m in texts(app.markdown))
 
 
 def test_instructor_limits_cap_the_sliders(app, monkeypatch):
@@ -198,6 +200,8 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
     assert texts(app.success)[0].startswith("Done in"), texts(app.error)
     assert [p.proto.text for p in app.get("progress")][0].startswith("FP32: finished")
     assert app.get("page_link")[-1].proto.label == "See the results"
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert any(m.startswith("Your guess: **1.50x** · measured: **") for m in texts(app.markdown))
 
     # Leaving and coming back (same session) finds the job, and the settings chosen.
     open_page(app, "overview")
