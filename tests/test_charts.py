@@ -84,6 +84,24 @@ def test_loss_chart_overlays_finished_runs(runs):
     assert rows(chart)[0] == {"run": "FP32", "step": 8, "epoch": 1, "loss": 2.2}
 
 
+def test_overlapping_loss_lines_stay_apart_and_the_axis_keeps_its_digits(runs):
+    spec = charts.loss_chart(charts.loss_series(runs)).to_dict()
+    encoding = spec["encoding"]
+    assert encoding["strokeDash"]["field"] == encoding["shape"]["field"] == encoding["color"]["field"] == "run"
+    assert encoding["strokeDash"]["legend"] is not None  # one merged legend: colour, dash and marker
+    (param,) = spec["params"]
+    assert param["bind"] == "legend" and "condition" in encoding["opacity"]
+    assert encoding["y"]["axis"]["format"] == "~g"  # ".2f" printed 2.30 on every tick of a narrow live range
+
+
+def test_bar_labels_are_dark_and_long_axis_labels_wrap(runs):
+    time_spec = charts.time_chart(runs).to_dict()
+    assert time_spec["layer"][1]["encoding"]["color"] == {"value": charts.LABEL_COLOUR}
+    assert time_spec["layer"][0]["encoding"]["x"]["axis"]["labelExpr"] == charts.WRAPPED_LABELS
+    memory_axis = charts.memory_chart(runs).to_dict()["encoding"]["x"]["axis"]
+    assert memory_axis["labelExpr"] == charts.WRAPPED_LABELS
+
+
 def test_loss_chart_takes_live_points_and_an_empty_run():
     chart = charts.loss_chart({"FP32": [{"step": 1, "epoch": 1, "loss": 2.3}], "AMP (bf16)": []})
     assert rows(chart) == [{"run": "FP32", "step": 1, "epoch": 1, "loss": 2.3}]

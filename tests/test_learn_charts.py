@@ -102,3 +102,19 @@ def test_charts_have_titles(builder):
     chart = (learn_charts.scale_sweep_chart(scale_sweep(np.ones(2), 2)) if builder == "scale_sweep_chart"
              else learn_charts.breakdown_chart([]))
     assert chart.to_dict()["title"]
+
+
+def test_histogram_counts_are_labelled_in_words_not_a_format_that_printed_0k():
+    bins = log2_histogram(np.array([2.0**-30, 2.0**-20, 1.0]))
+    bars = learn_charts.gradient_histogram_chart(bins, 0).to_dict()["layer"][0]
+    axis = bars["encoding"]["y"]["axis"]
+    assert axis["labelExpr"] == learn_charts.COUNT_LABELS and "format" not in axis
+
+
+def test_memory_breakdown_chart_stacks_components_in_order():
+    rows = [{"precision": "fp32", "batch_size": 8, "component": "weights (fp32)", "order": 0, "bytes": 8e6},
+            {"precision": "fp32", "batch_size": 8, "component": "gradients (fp32)", "order": 9, "bytes": 8e6}]
+    spec = learn_charts.memory_breakdown_chart(rows).to_dict()
+    assert spec["encoding"]["x"]["stack"] is True and spec["encoding"]["order"]["field"] == "order"
+    assert spec["encoding"]["color"]["scale"]["domain"] == ["weights (fp32)", "gradients (fp32)"]
+

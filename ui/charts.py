@@ -33,8 +33,18 @@ def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
     return labelled
 
 
+# Long axis labels break at spaces into lines, so that they do not overlap in a half-width chart at 800 px.
+WRAPPED_LABELS = "split(datum.label, ' ')"
+LABEL_COLOUR = "#262730"  # Streamlit's text colour: a bar's label stays readable whatever the bar's colour
+
+
 def _color(labels: Sequence[str]) -> alt.Color:
-    return alt.Color("run:N", title="Run", scale=alt.Scale(domain=list(labels)), sort=list(labels))
+    return alt.Color("run:N", title="Run", scale=alt.Scale(domain=list(labels)), sort=list(labels),
+                     legend=alt.Legend(orient="top"))
+
+
+def _run_axis(labels: Sequence[str]) -> alt.X:
+    return alt.X("run:N", title=None, sort=list(labels), axis=alt.Axis(labelAngle=0, labelExpr=WRAPPED_LABELS))
 
 
 def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
@@ -55,7 +65,7 @@ def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=alt.X("run:N", title=None, sort=labels, axis=alt.Axis(labelAngle=0)),
+            x=_run_axis(labels),
             y=alt.Y("seconds:Q", title="Total training time (s)"),
             color=_color(labels),
             tooltip=[
@@ -66,7 +76,7 @@ def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
             ],
         )
     )
-    text = bars.mark_text(dy=-8).encode(text="change:N")
+    text = bars.mark_text(dy=-8).encode(text="change:N", color=alt.value(LABEL_COLOUR))
     return alt.layer(bars, text).properties(title="Total training time")
 
 
@@ -89,7 +99,7 @@ def memory_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         alt.Chart(frame, title="Peak memory")
         .mark_bar()
         .encode(
-            x=alt.X("figure:N", title=None, axis=alt.Axis(labelAngle=0)),
+            x=alt.X("figure:N", title=None, axis=alt.Axis(labelAngle=0, labelExpr=WRAPPED_LABELS)),
             xOffset=alt.XOffset("run:N", sort=labels),
             y=alt.Y("megabytes:Q", title="Peak memory (MB)"),
             color=_color(labels),
@@ -116,12 +126,12 @@ def epoch_time_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         .mark_line(point=True)
         .encode(
             x=alt.X("epoch:O", title="Epoch", axis=alt.Axis(labelAngle=0)),
-            y=alt.Y("seconds:Q", title="Seconds"),
+            y=alt.Y("seconds:Q", title="Time per epoch (s)"),
             color=_color(labels),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("epoch:O", title="Epoch"),
-                alt.Tooltip("seconds:Q", title="Seconds", format=".2f"),
+                alt.Tooltip("seconds:Q", title="Time (s)", format=".2f"),
             ],
         )
     )
@@ -143,9 +153,12 @@ def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = Non
         for point in points
     ]
     frame = pd.DataFrame(rows, columns=["run", "step", "epoch", "loss"])
+    # Runs from the same starting weights often overlap: each has its own dash and marker, one legend shows both,
+    # and clicking a run in the legend brings it to the front (the others fade).
+    picked = alt.selection_point(fields=["run"], bind="legend")
     return (
         alt.Chart(frame, title="Training loss")
-        .mark_line(point=True, opacity=0.85)
+        .mark_line(point=True)
         .encode(
             x=alt.X(
                 "step:Q",
@@ -153,10 +166,12 @@ def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = Non
                 axis=alt.Axis(format="d", tickMinStep=1),
                 scale=alt.Scale(domain=[0, last_step]) if last_step else alt.Undefined,
             ),
-            y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False), axis=alt.Axis(format=".2f")),
+            # "~g" keeps as many digits as the ticks need: a narrow live range no longer repeats "2.30, 2.30".
+            y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False), axis=alt.Axis(format="~g")),
             color=_color(labels),
-            # Runs from the same starting weights often overlap: dashes keep both lines visible.
-            strokeDash=alt.StrokeDash("run:N", sort=labels, legend=None),
+            strokeDash=alt.StrokeDash("run:N", title="Run", sort=labels, legend=alt.Legend(orient="top")),
+            shape=alt.Shape("run:N", title="Run", sort=labels, legend=alt.Legend(orient="top")),
+            opacity=alt.condition(picked, alt.value(0.9), alt.value(0.15)),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("step:Q", title="Step"),
@@ -164,6 +179,7 @@ def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = Non
                 alt.Tooltip("loss:Q", title="Loss", format=".4f"),
             ],
         )
+        .add_params(picked)
     )
 
 
@@ -187,7 +203,7 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         alt.Chart(frame, title=title)
         .mark_bar()
         .encode(
-            x=alt.X("run:N", title=None, sort=labels, axis=alt.Axis(labelAngle=0)),
+            x=_run_axis(labels),
             y=alt.Y("steady:Q", title="Images per second (after warm-up)"),
             color=_color(labels),
             tooltip=[

@@ -19,6 +19,9 @@ FATE_COLOURS = {
     "overflows to inf": "#7f0f7f",
 }
 PRECISION_COLOURS = {"fp32": "#4c78a8", "tf32": "#72b7b2", "amp-fp16": "#f58518", "amp-bf16": "#e45756"}
+# Powers of ten written out ("10", "1k", "1M"): a format string on a symlog axis printed "0k, 0k, 0k".
+COUNT_LABELS = ("datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + 'M' : datum.value >= 1e3 ? "
+                "format(datum.value / 1e3, '~g') + 'k' : format(datum.value, '~g')")
 DTYPE_COLOURS = {"float32": "#4c78a8", "float16": "#f58518", "bfloat16": "#e45756", "-": "#eeeeee"}
 
 
@@ -100,7 +103,7 @@ def gradient_histogram_chart(bins: list[HistogramBin], scale_exponent: int = 0) 
             x2="log2_high:Q",
             # symlog keeps the few values that vanish visible next to bins of hundreds of thousands
             y=alt.Y("count:Q", title="number of values (symlog scale)", scale=alt.Scale(type="symlog"),
-                    axis=alt.Axis(values=[0] + [10**k for k in range(1, 10)], format="~s")),
+                    axis=alt.Axis(values=[0] + [10**k for k in range(1, 10)], labelExpr=COUNT_LABELS)),
             y2=alt.datum(0),
             color=alt.Color("fate:N", title="in fp16", scale=alt.Scale(domain=list(FATE_COLOURS),
                                                                           range=list(FATE_COLOURS.values()))),

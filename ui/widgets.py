@@ -143,6 +143,11 @@ def when(timestamp: float | None) -> str:
     return "-" if timestamp is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
 
 
+def when_iso(stamp: str) -> str:
+    """A result's ISO start time (UTC, with microseconds) as the tables write times: '2026-11-30 19:52 UTC'."""
+    return f"{stamp.replace('T', ' ')[:16]} UTC" if stamp else "?"
+
+
 def next_link(page: str, label: str) -> None:
     """The learn pages' last line: a divider and a link to the next page of the walkthrough."""
     st.divider()
