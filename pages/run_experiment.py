@@ -5,7 +5,7 @@ import streamlit as st
 from server.estimate import estimate_job_seconds
 from trainer.datasets import cifar10_available
 from trainer.results import compare
-from ui import jobs, session
+from ui import charts, jobs, session
 from ui.experiment import (
     DATA_NAMES,
     LOADER_NAMES,
@@ -16,6 +16,7 @@ from ui.experiment import (
     subset_name,
 )
 from ui.predict import predict_then_check
+from ui.reference import load_references
 from ui.widgets import about, job_panel
 
 RUNNING_REFRESH_S = 1.0
@@ -140,6 +141,15 @@ predict_then_check(
     low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx", answer=latest_speedup(session.my_jobs()),
     pending="Your comparison's measured speedup appears here when it has finished.",
 )
+references = load_references(device_type=report.device_type)
+with st.expander(f"Reference results recorded on a {report.device_type.upper()} like this one (not your runs)"):
+    if not references:
+        st.caption(f"No reference has been recorded on a {report.device_type.upper()} yet.")
+    for reference in references:
+        st.markdown(f"**Reference:** {reference.label}")
+        st.table(charts.comparison_table(reference.baseline, reference.candidate), hide_index=True)
+        st.caption(reference.note)
+        st.code(reference.command, language="bash")
 
 st.subheader("Your job")
 mine = session.my_jobs()  # with the history: once per page run, not on every tick

@@ -77,6 +77,7 @@ def test_run_page_offers_the_labs_settings(app):
     assert any(i.startswith("**Estimated time for both runs:** about") for i in texts(app.info))
     assert [b.label for b in app.button] == ["Run", "Lock in my guess", "Just show me"]
     assert "Nothing yet" in "".join(texts(app.caption))
+    assert any(e.label.startswith("Reference results recorded on a") for e in app.expander)
     app.button[2].click().run()  # no comparison yet: the answer waits for one
     assert any("No guess this time." in m for m in texts(app.markdown))
 
