@@ -130,7 +130,7 @@ for reason in blocked:
 
 spec = comparison_spec(values)
 estimate = estimate_job_seconds(spec, manager.store, manager.device_type)
-ahead = manager.queue_length() + len(manager.store.list_jobs(status="running", limit=1))
+ahead, _ = manager.wait_for_new_job()  # waiting and running jobs, on every worker
 queue_note = "" if ahead == 0 else f" {ahead} job{'s are' if ahead > 1 else ' is'} ahead of yours in the queue."
 st.info(f"**Estimated time for both runs:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
 

@@ -74,7 +74,7 @@ def get_settings() -> Settings:
 
 
 def get_job_manager() -> JobManager:
-    """The one job manager of this server process: a FIFO queue and one worker for the device."""
+    """The one job manager of this server process: a FIFO queue and one worker per GPU (one on a CPU)."""
     return _or_stop(lambda: _job_manager_for(_settings_environment()))
 
 
