@@ -13,6 +13,7 @@ from ui.lab_code import (
     read_script,
     script_diff,
 )
+from ui.predict import predict_then_check
 from ui.widgets import next_link
 
 
@@ -101,12 +102,17 @@ and CPUs with AVX-512 bf16 or AMX.
 
 st.subheader("The changes, line by line")
 removed, added = changed_lines()
-st.markdown(
-    f"`lab/{AMP_SCRIPT}` is `lab/{BASELINE_SCRIPT}` with {removed} lines changed and {added} lines in their place "
-    "(the docstring and the messages included). The three changes marked *AMP change* are the whole technique; "
-    "the script also picks bf16 on a CPU: on CPUs without fp16 arithmetic in hardware (such as the "
-    "Xeon this project was benchmarked on, where amp-fp16 ran about 60x slower than fp32), fp16 kernels are slow."
-)
+if predict_then_check(
+    "amp-lines", f"How many lines does `lab/{AMP_SCRIPT}` have in place of changed lines of `lab/{BASELINE_SCRIPT}`?",
+    low=0, high=60, default=6, step=1, fmt="%d", answer=added,
+):
+    st.markdown(
+        f"`lab/{AMP_SCRIPT}` is `lab/{BASELINE_SCRIPT}` with {removed} lines changed and {added} lines in their "
+        "place (the docstring and the messages included). The three changes marked *AMP change* are the whole "
+        "technique; the script also picks bf16 on a CPU: on CPUs without fp16 arithmetic in hardware (such as the "
+        "Xeon this project was benchmarked on, where amp-fp16 ran about 60x slower than fp32), fp16 kernels are "
+        "slow."
+    )
 unified, side_by_side = st.tabs(["Unified diff", "Side by side"])
 with unified:
     st.code(script_diff(), language="diff")

@@ -34,10 +34,14 @@ st.markdown(
 1. **The fp32 baseline**: read the lab's script, a small CNN trained on CIFAR-10 in plain fp32.
 2. **Adding AMP**: see the three lines that turn it into mixed-precision training, and why each is there.
 3. **Autocast layer by layer, number formats, loss scaling**: see which layers autocast runs in low precision,
-   look inside the formats from fp32 to fp8, and watch gradients underflow.
-4. **Run the experiment**: train fp32 and AMP on this server, one after the other, and watch them live.
-5. **Results, When AMP pays off and History**: compare time, memory, throughput, loss and accuracy beside the
+   look inside the formats from fp32 to fp8, watch gradients underflow and the loss scaler at work.
+4. **Where the memory goes**: measure what one training step holds, fp32 beside AMP, and what AMP shrinks.
+5. **Run the experiment**: train fp32 and AMP on this server, one after the other, and watch them live.
+6. **Results, When AMP pays off and History**: compare time, memory, throughput, loss and accuracy beside the
    figures the lab itself reports, find out why your speedup is what it is, and put any two runs side by side.
+7. **The AMP recipe**: the patterns your own training code needs beyond the lab's three lines.
+
+On most pages you are asked to predict a number before the measurement shows it: commit to a guess, then check.
 """
 )
 

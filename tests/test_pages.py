@@ -63,6 +63,12 @@ def test_adding_amp_page_shows_the_diff_and_the_old_spellings_warning(app):
     assert "+    scaler = torch.amp.GradScaler(device.type, enabled=amp_dtype == torch.float16)" in diff
     assert any("torch.cuda.amp.GradScaler()" in c for c in code)
     assert any("FutureWarning" in c and "torch.amp.GradScaler('cuda'" in c for c in code)
+    from ui.lab_code import changed_lines
+
+    removed, added = changed_lines()
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    markdown = " ".join(texts(app.markdown))
+    assert f"Your guess: **6** · measured: **{added}**" in markdown and f"with {removed} lines changed" in markdown
 
 
 def test_run_page_offers_the_labs_settings(app):
