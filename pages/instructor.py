@@ -67,12 +67,13 @@ def live_queue() -> None:
 live_queue()
 
 st.subheader("Capacity")
-per_hour = comparisons_per_hour(store, workers=1)
+per_hour = comparisons_per_hour(store, workers=len(manager.slots))
 if per_hour is None:
     st.caption("No comparison has finished on this server yet, so there is no measured capacity.")
 else:
-    st.markdown(f"From this server's recent comparisons: about **{per_hour:.0f} learners per hour**, one comparison "
-                "each, as they were run here (queue waits left out).")
+    st.markdown(f"From this server's recent comparisons on its {len(manager.slots)} worker(s): about "
+                f"**{per_hour:.0f} learners per hour**, one comparison each, as they were run here (queue waits "
+                "left out).")
 
 st.subheader("The class's results")
 frame = exports.class_frame(class_results(store, jobs.owner_names()))
