@@ -30,6 +30,7 @@ from trainer.precision import PrecisionPolicy
 
 MAX_BATCH = 4096
 POOL_INDICES = "saved activations: int64 (max-pool indices)"
+OTHER = "other live memory (logits, loss, library workspaces)"
 BACKWARD_EXTRA = "backward's extra at its peak"
 # Bottom to top in the stacked chart: what the step starts with, what the forward pass keeps, what backward adds.
 ORDER = (
@@ -41,7 +42,7 @@ ORDER = (
     "saved activations: bfloat16",
     "saved activations: float16",
     POOL_INDICES,
-    "other tensors of the forward pass",
+    OTHER,
     "gradients (fp32)",
     BACKWARD_EXTRA,
     "allocator's cache (reserved, unused)",
@@ -66,8 +67,11 @@ class MemoryBreakdown:
 
     @property
     def forward_components(self) -> int:
-        """The components that exist at the end of the forward pass (all but gradients and what comes after)."""
-        late = {"gradients (fp32)", BACKWARD_EXTRA, "allocator's cache (reserved, unused)", "CUDA context and libraries"}
+        """The components found through tensors that exist at the end of the forward pass: everything but the
+        gradients, what comes after them, and the unexplained rest (OTHER), so it can be checked against
+        forward_live, which the allocator measured on its own."""
+        late = {OTHER, "gradients (fp32)", BACKWARD_EXTRA, "allocator's cache (reserved, unused)",
+                "CUDA context and libraries"}
         return sum(size for name, size in self.components.items() if name not in late)
 
     @property
@@ -235,10 +239,9 @@ class _Lab:
         for name, nbytes in self.saved.values():
             if name not in counted:
                 components[name] = components.get(name, 0) + nbytes
-        forward_parts = sum(components.values())
-        other = forward_live - forward_parts
+        other = forward_live - sum(components.values())
         if other > 0:
-            components["other tensors of the forward pass"] = other  # the logits, the loss, a scaler's scale
+            components[OTHER] = other  # what the allocator holds beyond the tensors found: small on a CPU
         components["gradients (fp32)"] = _storage_bytes(p.grad for p in parameters if p.grad is not None)
         components[BACKWARD_EXTRA] = max(0, peak - forward_live - components["gradients (fp32)"])
         return MemoryBreakdown(self.policy.name, self.policy.device_type, self.batch_size, self.width,

@@ -40,6 +40,7 @@ def explain_step(fp32: MemoryBreakdown, mixed: MemoryBreakdown, amp: str, batch:
 
     fixed = sum(fp32.components[n] for n in ("weights (fp32)", "gradients (fp32)", "optimizer state (momentum, fp32)"))
     pool = mixed.components.get(POOL_INDICES, 0)
+    workspaces = " (and on a GPU, cuDNN's workspaces)" if device == "cuda" else ""
     copies = mixed.components.get("16-bit weight copies (autocast)", 0)
     st.markdown(
         f"""
@@ -51,13 +52,14 @@ def explain_step(fp32: MemoryBreakdown, mixed: MemoryBreakdown, amp: str, batch:
       indices, the same in both.
     - The step's peak: **{mb(fp32.total)} -> {mb(mixed.total)}** ({saving(fp32.total, mixed.total):.0%} less).
       "{BACKWARD_EXTRA}" is what the backward pass holds beyond the rest at its peak: the gradients flowing back
-      through the layers before the activations they replace are freed, {mb(fp32.components[BACKWARD_EXTRA])} in fp32.
+      through the layers before the activations they replace are freed{workspaces},
+      {mb(fp32.components[BACKWARD_EXTRA])} in fp32.
     """
     )
     st.caption(
-        f"Check: at the end of the forward pass the components add up to {mb(fp32.forward_components)} (fp32) and "
-        f"{mb(mixed.forward_components)} ({amp}); the allocator counted {mb(fp32.forward_live)} and "
-        f"{mb(mixed.forward_live)} live then. The peak is the allocator's most bytes live at once in the step."
+        f"Check: at the end of the forward pass the tensors found add up to {mb(fp32.forward_components)} (fp32) "
+        f"and {mb(mixed.forward_components)} ({amp}); the allocator, counting on its own, had {mb(fp32.forward_live)} "
+        f"and {mb(mixed.forward_live)} live then. The peak is the allocator's most bytes live at once in the step."
     )
     if device == "cuda":
         for result in (fp32, mixed):

@@ -281,7 +281,7 @@ MEMORY_COLOURS = {
     "saved activations: bfloat16": "#e45756",
     "saved activations: float16": "#ff9d98",
     "saved activations: int64 (max-pool indices)": "#b279a2",
-    "other tensors of the forward pass": "#d8d8d8",
+    "other live memory (logits, loss, library workspaces)": "#d8d8d8",
     "gradients (fp32)": "#72b7b2",
     "backward's extra at its peak": "#eeca3b",
     "allocator's cache (reserved, unused)": "#9d755d",
