@@ -128,14 +128,17 @@ st.markdown(
 offered, _ = amp_modes(report)
 left, middle, right = st.columns(3)
 breakdown_precision = left.selectbox("Precision", ("fp32", *offered), key="breakdown_precision")
-breakdown_batch = middle.select_slider(
-    "Batch size", options=[b for b in SWEEP_BATCH_SIZES if b <= settings.max_batch_size] or [SWEEP_BATCH_SIZES[0]],
-    value=min(256, settings.max_batch_size), key="breakdown_batch")
+# Within the instructor's batch limit, even one below the smallest usual size (then that limit is the one offered).
+batches = [b for b in SWEEP_BATCH_SIZES if b <= settings.max_batch_size] or [settings.max_batch_size]
+breakdown_batch = middle.select_slider("Batch size", options=batches,
+                                       value=max([b for b in batches if b <= 256] or batches[:1]), key="breakdown_batch")
 steps = right.slider("Steps per run", min_value=10, max_value=100, value=30, step=10, key="breakdown_steps")
 try:
     breakdown_plan = plan_breakdown(
         RunConfig(precision=breakdown_precision, batch_size=breakdown_batch, data=source), steps=steps
     )
+    for config in breakdown_plan:
+        settings.check(config)
 except TrainerError as err:
     st.error(str(err))
     breakdown_plan = None
@@ -163,7 +166,6 @@ st.markdown(
     "points. Throughput is measured after the warm-up steps. Wider models do more arithmetic per image, which is "
     "where AMP has the most to gain."
 )
-batches = [b for b in SWEEP_BATCH_SIZES if b <= settings.max_batch_size] or [SWEEP_BATCH_SIZES[0]]
 left, right = st.columns(2)
 swept = sweep_modes(offered)  # tf32 is offered for comparisons, but a sweep pits fp32 against an AMP mode
 amp_mode = left.selectbox("AMP mode", swept, index=swept.index(default_amp(report, swept)), key="sweep_amp")
@@ -180,6 +182,8 @@ try:
         RunConfig(data=source, loader=loader), chosen_batches, chosen_widths, amp_mode, steps_per_run,
         max_runs=MAX_SWEEP_RUNS,
     )
+    for config in plan:  # say now, not at submit, when a point asks for more images than this server allows
+        settings.check(config)
 except TrainerError as err:
     st.error(str(err))
 if plan:

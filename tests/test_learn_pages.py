@@ -5,7 +5,9 @@ import time
 from pathlib import Path
 
 import pytest
-from app_testing import app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+import streamlit as st
+from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from streamlit.testing.v1 import AppTest
 from ui_fixtures import make_result
 
 from lessons.number_formats import encode_all
@@ -272,3 +274,22 @@ def test_when_amp_pays_names_both_sources_of_the_gain_and_links_the_recipe(app):
     markdown = " ".join(" ".join(texts(app.markdown)).split())
     assert "It does not halve the arithmetic" in markdown and "move half the bytes" in markdown
     assert any("Next: the recipe" in link.label for link in app.get("page_link"))
+
+
+@pytest.fixture
+def app_with_limits(state_dir, monkeypatch):
+    """The app on a server whose instructor allows batches of at most 16 and 100 training images."""
+    monkeypatch.setenv("AMP_LAB_MAX_BATCH_SIZE", "16")
+    monkeypatch.setenv("AMP_LAB_MAX_SUBSET", "100")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    yield at
+    st.cache_resource.clear()
+
+
+def test_when_amp_pays_follows_a_strict_servers_limits(app_with_limits):
+    open_page(app_with_limits, "when_amp_pays")
+    assert app_with_limits.select_slider(key="breakdown_batch").options == ["16"]
+    assert app_with_limits.multiselect(key="sweep_batches").options == ["16"]
+    # 16 images x 10 steps is over the 100-image limit: said on the page, before anything is queued
+    assert any("100" in e and "subset" in e for e in texts(app_with_limits.error)), texts(app_with_limits.error)
