@@ -125,6 +125,11 @@ from the allocator itself.
 
 settings = session.get_settings()
 device = session.get_job_manager().device_type
+if device == "cuda" and not session.gpu_is_idle():
+    # The measurement is a short GPU process outside the queue: it must not take memory or time from a timed run.
+    st.info("A learner's job is training on the GPU right now, so this page measures on the CPU until it ends "
+            "(the breakdown of the tensors is the same; the CUDA context and the allocator's cache are GPU-only).")
+    device = "cpu"
 offered, _ = amp_modes(session.hardware())
 amp = default_amp(session.hardware(), offered)
 batches = [b for b in sorted({*BATCH_SIZES, 8, 16}) if b <= settings.max_batch_size] or [settings.max_batch_size]
