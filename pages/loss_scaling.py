@@ -61,9 +61,11 @@ def amp_fp16_runs() -> list[tuple[str, object]]:
 
 
 def tiny_fp16_config(images: int, batch_size: int, **scaler) -> RunConfig:
-    """A few dozen fp16 steps on synthetic data, every loss scale recorded; small enough for a CPU."""
-    limit = session.get_settings().max_subset
-    subset = images if limit is None else min(images, limit)
+    """A few dozen fp16 steps on synthetic data, every loss scale recorded; small enough for a CPU, and within the
+    instructor's limits."""
+    settings = session.get_settings()
+    subset = images if settings.max_subset is None else min(images, settings.max_subset)
+    batch_size = min(batch_size, settings.max_batch_size)
     return RunConfig(precision="amp-fp16", epochs=1, batch_size=batch_size, data="synthetic", loader="resident",
                      subset=subset, test_subset=64, num_workers=0, log_every=1, warmup_steps=1, **scaler)
 

@@ -293,3 +293,18 @@ def test_when_amp_pays_follows_a_strict_servers_limits(app_with_limits):
     assert app_with_limits.multiselect(key="sweep_batches").options == ["16"]
     # 16 images x 10 steps is over the 100-image limit: said on the page, before anything is queued
     assert any("100" in e and "subset" in e for e in texts(app_with_limits.error)), texts(app_with_limits.error)
+
+
+def test_the_tiny_fp16_run_stays_within_a_strict_servers_limits(app_with_limits):
+    from ui import session
+
+    open_page(app_with_limits, "loss_scaling")
+    button = next((b for b in app_with_limits.button if b.label == "Run a tiny amp-fp16 run"), None)
+    if button is None:
+        pytest.skip("the page offers no tiny run here (a finished amp-fp16 run is already shown)")
+    button.click().run()
+    assert not app_with_limits.error, texts(app_with_limits.error)
+    manager = session._job_manager_for(session._settings_environment())
+    (job,) = manager.active_jobs_for(app_with_limits.session_state["amp_lab_learner"].id)
+    assert (job.spec.runs[0].batch_size, job.spec.runs[0].subset) == (16, 100)
+    manager.cancel(job.id, job.session_id)
