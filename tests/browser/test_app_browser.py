@@ -233,5 +233,5 @@ def test_two_learners_submitting_at_once_both_get_results(new_page, app_url):
         wait_until_idle(page)
         assert_no_exception(page)
         # Each learner's own comparison is the one shown first.
-        expect(page.get_by_role("combobox", name="Comparison")).to_have_value(re.compile(r"\(yours\)$"))
+        expect(page.get_by_role("combobox", name="Comparison")).to_have_value(re.compile(r" · yours$"))
         assert_charts_rendered(page, at_least=5)
