@@ -38,6 +38,7 @@ def test_a_reload_and_a_second_tab_are_the_same_learner_with_the_same_job(new_pa
         wait_until_idle(page)
         assert who(page) == me
         expect(page.get_by_text(TINY_RUN_LABEL, exact=False).first).to_be_visible()
+        page.locator('[data-testid="stProgress"]').first.wait_for()  # the job's panel, drawn by its fragment
         assert progress_values(page), "no progress shown for the job after the reload"
 
         second_tab = page.context.new_page()
