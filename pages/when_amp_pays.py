@@ -46,13 +46,9 @@ def sweep_label(job: JobView) -> str:
 def follow_sweep(job_id: str) -> None:
     """A sweep that is still queued or running, drawn again every few seconds as its runs come in; the whole page
     once it ends."""
-    job = manager.get(job_id)
-    if job is None:
-        st.warning("That sweep is no longer known to the server.")
-        return
-    if job.finished:
-        st.rerun()
-    show_sweep(job)
+    job = jobs.still_going(job_id)
+    if job is not None:
+        show_sweep(job)
 
 
 def show_sweep(job: JobView) -> None:

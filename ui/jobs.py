@@ -67,17 +67,25 @@ def mine_then_class(
     return list(by_id.values())
 
 
+def still_going(job_id: str) -> JobView | None:
+    """For a fragment that follows a job: the job while it waits or runs; once it has ended the whole page is
+    drawn again (to show the result); None, with a line saying so, if the server no longer knows it."""
+    job = session.get_job_manager().get(job_id)
+    if job is None:
+        st.warning("That job is no longer known to the server.")
+        return None
+    if job.finished:
+        st.rerun()
+    return job
+
+
 @st.fragment(run_every=FOLLOW_REFRESH_S)
 def follow(job_id: str) -> None:
     """A waiting job's place in the queue, or a running job's progress and a Cancel button for its owner; the
     whole page is drawn again once the job ends, so it can show the result."""
-    manager = session.get_job_manager()
-    job = manager.get(job_id)
+    job = still_going(job_id)
     if job is None:
-        st.warning("That job is no longer known to the server.")
         return
-    if job.finished:
-        st.rerun()
     if job.status == "queued":
         st.info(f"Waiting in the queue at position {job.queue_position}; it should start in "
                 f"{about(job.estimated_wait_s)}.")
@@ -91,4 +99,4 @@ def follow(job_id: str) -> None:
         if done == total and job.spec.probe_max_batch:
             st.caption("Searching the largest batch that fits in GPU memory...")
     if is_mine(job) and not job.cancel_requested and st.button("Cancel", key=f"cancel-{job.id}"):
-        manager.cancel(job.id, session.learner_id())
+        session.get_job_manager().cancel(job.id, session.learner_id())
