@@ -8,16 +8,21 @@ import statistics
 from server.history import HistoryStore, RunTiming
 from server.records import JobSpec
 from trainer.config import MAX_EPOCHS, RunConfig
+from trainer.environment import cpu_has_amx
 
 TRAIN_SPLIT_IMAGES = 50_000  # CIFAR-10 and the synthetic stand-in have the same split sizes
 RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
 
-# Coarse training throughput (images/s) of the lab's CNN at width 1, batch 256, data already on the device.
-# Only a starting point for a server with no history yet: real hardware can differ several times over.
-# CPU figures were measured on a 2-core AMX CPU with the trainer's tuned malloc (bench/results, and 45 images/s
-# for amp-fp16 from `python -m trainer run`); CUDA figures are rough guesses for a recent GPU.
+# Coarse training throughput (images/s) of the lab's CNN at width 1, data already on the device. Only a starting
+# point for a server with no history yet: real hardware can differ several times over.
+# "cpu-amx": a 2-core AMX Xeon at batch 256 with the trainer's tuned malloc (bench/results, and 45 images/s for
+# amp-fp16 from `python -m trainer run`). "cpu": a 2-core AVX2-only EPYC at batch 64 (README, "Timing quality"),
+# where bf16 is emulated and amp-fp16 gave 13 images/s with other processes on 72% of the cores; CPUs with
+# AVX512-BF16 but no AMX were not measured and get this slower row, so their estimates err long.
+# CUDA figures are rough guesses for a recent GPU.
 COARSE_IMAGES_PER_S = {
-    "cpu": {"fp32": 2800.0, "amp-bf16": 3900.0, "amp-fp16": 45.0},
+    "cpu-amx": {"fp32": 2800.0, "amp-bf16": 3900.0, "amp-fp16": 45.0},
+    "cpu": {"fp32": 1000.0, "amp-bf16": 63.0, "amp-fp16": 13.0},
     "cuda": {"fp32": 100_000.0, "tf32": 120_000.0, "amp-fp16": 150_000.0, "amp-bf16": 150_000.0},
 }
 # How the cost per image grows with the width multiplier: small widths are bound by memory traffic (about
@@ -51,7 +56,7 @@ def estimate_job_seconds(spec: JobSpec, store: HistoryStore | None, device_type:
 
 def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     """A coarse guess from the built-in table (right to within a few times, not better); None if not listed."""
-    peak = COARSE_IMAGES_PER_S.get(device_type, {}).get(config.precision)
+    peak = COARSE_IMAGES_PER_S.get(_coarse_row(device_type), {}).get(config.precision)
     if peak is None:
         return None
     per_image_s = config.width ** WIDTH_EXPONENT[device_type] / peak
@@ -62,6 +67,11 @@ def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     steps = -(-images // config.batch_size)
     per_epoch_s = images * per_image_s + steps * COARSE_STEP_OVERHEAD_S[device_type]
     return trained_epochs(config, per_epoch_s) * per_epoch_s + COARSE_FIXED_S[device_type]
+
+
+def _coarse_row(device_type: str) -> str:
+    """Which row of the coarse table fits this machine: a CPU's bf16 speed hangs on its AMX units."""
+    return "cpu-amx" if device_type == "cpu" and cpu_has_amx() else device_type
 
 
 def trained_epochs(config: RunConfig, per_epoch_s: float) -> int:

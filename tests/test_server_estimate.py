@@ -106,8 +106,9 @@ def test_a_minimum_steady_time_adds_the_epochs_the_loop_will_add(store):
                       min_steady_s=1.5)
     # 0.4 s an epoch, 0.08 s of it warm-up: 4 epochs reach 1.5 s after warm-up
     assert estimate_run_seconds(point, store, "cpu") == pytest.approx(4 * 0.4 + 4.0)
-    without = RunConfig.from_dict({**point.to_dict(), "min_steady_s": 0.0})
-    assert coarse_run_seconds(point, "cpu") > coarse_run_seconds(without, "cpu")
+    fp32_point = RunConfig.from_dict({**point.to_dict(), "precision": "fp32"})  # fast on every CPU row
+    without = RunConfig.from_dict({**fp32_point.to_dict(), "min_steady_s": 0.0})
+    assert coarse_run_seconds(fp32_point, "cpu") > coarse_run_seconds(without, "cpu")
 
 
 def test_history_counts_the_epochs_a_run_trained_not_those_configured(store):
@@ -118,3 +119,14 @@ def test_history_counts_the_epochs_a_run_trained_not_those_configured(store):
     store.save_job(job)
     (timing,) = store.run_timings("cpu", "fp32", "resident", 1)
     assert timing.epochs == 3
+
+
+def test_a_cpu_without_amx_gets_the_slower_measured_bf16_row(monkeypatch):
+    from server import estimate
+
+    bf16 = RunConfig(epochs=1, subset=10_000, loader="resident", precision="amp-bf16")
+    fp32 = RunConfig(epochs=1, subset=10_000, loader="resident")
+    monkeypatch.setattr(estimate, "cpu_has_amx", lambda: True)
+    assert coarse_run_seconds(bf16, "cpu") < coarse_run_seconds(fp32, "cpu")  # AMX: bf16 faster than fp32
+    monkeypatch.setattr(estimate, "cpu_has_amx", lambda: False)
+    assert coarse_run_seconds(bf16, "cpu") > 5 * coarse_run_seconds(fp32, "cpu")  # emulated bf16: far slower

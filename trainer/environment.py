@@ -48,6 +48,11 @@ def cpu_flags() -> list[str]:
     return [flag for flag in CPU_FLAGS_OF_INTEREST if flag in present]
 
 
+def cpu_has_amx() -> bool:
+    """AMX tile units with bf16: matrix math in bf16 at full speed, where other CPUs emulate or half-use it."""
+    return {"amx_tile", "amx_bf16"} <= set(cpu_flags())
+
+
 def capture_environment(device: torch.device) -> dict:
     """A JSON-ready record of the hardware and software a run used."""
     device = torch.device(device)
@@ -117,7 +122,7 @@ def hardware_report(device: torch.device | str | None = None) -> HardwareReport:
     """Describe `device` (default: the GPU if there is one, else the CPU) for mixed-precision training."""
     device = resolve_device("auto") if device is None else torch.device(device)
     flags = set(cpu_flags())
-    cpu_amx = {"amx_tile", "amx_bf16"} <= flags
+    cpu_amx = cpu_has_amx()
     cpu_bf16 = bool(flags & {"avx512_bf16", "amx_bf16"})
     cpu_fp16 = "avx512_fp16" in flags
     common = dict(cpu_bf16=cpu_bf16, cpu_amx=cpu_amx, cpu_fp16=cpu_fp16)
