@@ -1,11 +1,14 @@
 """When AMP pays off: where a run's time goes, a sweep over batch sizes (and widths), and a verdict in words."""
 
+import json
+
 import streamlit as st
 
 from lessons.capture import default_source
 from lessons.payoff import (
     DEFAULT_STEPS_PER_RUN,
     SWEEP_BATCH_SIZES,
+    SweepRow,
     breakdown_sentence,
     plan_breakdown,
     plan_sweep,
@@ -24,12 +27,16 @@ from trainer.results import MEMORY_LABELS
 from ui import jobs, session
 from ui.experiment import amp_modes, default_amp
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
+from ui.predict import predict_then_check
+from ui.reference import Reference, load_references
 from ui.widgets import about, next_link, when
 
 BREAKDOWN_LABEL = "where the time goes"
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
 SWEEP_KEY = "when_amp_pays_sweep_job"
 WIDTH_CHOICES = (1, 2, 4, 8)
+SPEEDUP_QUESTION = ("how fast will {mode} train at batch {batch}{width}, as a multiple of fp32's images/s "
+                    "(1.00x: as fast as fp32; below 1: slower)?")
 
 
 def breakdown_jobs() -> list[JobView]:
@@ -59,6 +66,18 @@ def show_sweep(job: JobView) -> None:
         st.info("No run of this sweep has finished yet.")
         return
     st.markdown(f"**Verdict:** {verdict(summarize_sweep(job.outcomes), planned=len(job.spec.runs))}")
+    sweep_figures(rows)
+    largest = job.extras.get("max_batch")
+    if largest:
+        width = job.spec.runs[0].width
+        parts = [f"{precision}: {'at least ' if b >= PROBE_CEILING else ''}{b:,}" for precision, b in largest.items()]
+        st.markdown(f"**Largest batch that fits in GPU memory** (width {width}): " + " · ".join(parts) + ".")
+    elif job.extras.get("max_batch_note"):
+        st.caption(job.extras["max_batch_note"])
+
+
+def sweep_figures(rows: list[dict]) -> None:
+    """Throughput, memory and speedup against batch size, and the table: for a learner's sweep or a reference."""
     left, right = st.columns(2)
     left.altair_chart(sweep_chart(rows, "images_per_s", "Training throughput", "images/s (steady state)"),
                       width="stretch")
@@ -81,13 +100,57 @@ def show_sweep(job: JobView) -> None:
         ],
         hide_index=True,
     )
-    largest = job.extras.get("max_batch")
-    if largest:
-        width = job.spec.runs[0].width
-        parts = [f"{precision}: {'at least ' if b >= PROBE_CEILING else ''}{b:,}" for precision, b in largest.items()]
-        st.markdown(f"**Largest batch that fits in GPU memory** (width {width}): " + " · ".join(parts) + ".")
-    elif job.extras.get("max_batch_note"):
-        st.caption(job.extras["max_batch_note"])
+
+
+def reference_sweep(device_type: str) -> list[Reference]:
+    """The largest set of recorded comparisons (ui/reference.py) on this kind of device that differ in batch size
+    alone, smallest batch first: a sweep recorded with `python -m trainer compare`, one batch size per call."""
+    groups: dict[str, list[Reference]] = {}
+    for reference in load_references(device_type=device_type):
+        settings = {k: v for k, v in reference.baseline.config.items() if k != "batch_size"}
+        machine = reference.baseline.environment.get("device_name")
+        groups.setdefault(json.dumps([machine, reference.candidate.precision, settings], sort_keys=True), []).append(
+            reference)
+    sweeps = [g for g in groups.values() if len({r.baseline.config["batch_size"] for r in g}) >= 2]
+    return sorted(max(sweeps, key=len, default=[]), key=lambda r: r.baseline.config["batch_size"])
+
+
+def reference_rows(references: list[Reference]) -> list[SweepRow]:
+    return summarize_sweep([run for reference in references for run in (reference.baseline, reference.candidate)])
+
+
+def show_reference_sweep(references: list[Reference]) -> None:
+    """A recorded sweep, labelled as reference with machine, date and settings; never mixed with this server's."""
+    batches = ", ".join(str(r.baseline.config["batch_size"]) for r in references)
+    st.markdown(f"**Reference sweep** (not your runs): fp32 vs {references[0].candidate.precision} at batch "
+                f"{batches}, recorded with the project's command line, one `compare` per batch size.")
+    sweep_figures([row.to_dict() for row in reference_rows(references)])
+    for reference in references:
+        st.caption(f"Reference: {reference.label}")
+    for note in dict.fromkeys(r.note for r in references):
+        st.caption(note)
+    st.code("\n".join(r.command for r in references), language="bash")
+
+
+def predict_speedup(key: str, where: str, mode: str, batch: int, width: int | None, answer: float | None,
+                    pending: str = "") -> bool:
+    """The page's predict-then-check: AMP's speedup over fp32 at one batch size of a sweep."""
+    question = SPEEDUP_QUESTION.format(mode=mode, batch=batch, width="" if width is None else f", width {width}")
+    return predict_then_check(key, f"{where}: {question}", low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
+                              answer=answer, pending=pending)
+
+
+def predict_on_sweep(job: JobView) -> bool:
+    """Predict AMP's speedup at the sweep's largest batch (at its narrowest width); checked once both runs are in."""
+    widths = sorted({config.width for config in job.spec.runs})
+    batch = max(config.batch_size for config in job.spec.runs if config.width == widths[0])
+    mode = next(config.precision for config in job.spec.runs if config.precision != "fp32")
+    answer = next((row.speedup for row in summarize_sweep(job.outcomes)
+                   if row.precision == mode and (row.batch_size, row.width) == (batch, widths[0])), None)
+    pending = (f"This sweep has no {mode} speedup at batch {batch}: its table below says why." if job.finished else
+               f"The answer appears once batch {batch} has run in both modes.")
+    return predict_speedup("sweep-speedup", f"In the sweep \"{job.label or 'sweep'}\"", mode, batch,
+                           widths[0] if len(widths) > 1 else None, answer, pending)
 
 
 settings = session.get_settings()
@@ -204,17 +267,43 @@ elif plan and st.button("Queue the sweep", type="primary"):
 
 st.subheader("3. Sweep results")
 sweeps = jobs.mine_then_class(kind="sweep")
+reference = reference_sweep(manager.device_type)
+# One guess per page view: on the sweep shown if there is one, else on the reference sweep, else on the sweep set
+# up above (checked once it is queued and has run).
+reference_open = bool(sweeps)
 if not sweeps:
     st.info("No sweep on this server yet: queue one above. Finished sweeps stay in the history and can be "
             "reopened here.")
+    if reference:
+        largest = reference[-1].baseline.config["batch_size"]
+        machine = reference[-1].label.split(" · ")[0]
+        reference_open = predict_speedup(
+            "reference-speedup", f"Reference recorded on {machine}, not your run",
+            reference[-1].candidate.precision, largest, None,
+            next((row.speedup for row in reference_rows(reference) if row.batch_size == largest and row.speedup), None),
+        )
+    elif plan:
+        planned_widths = sorted({config.width for config in plan})
+        predict_speedup("sweep-speedup", "In the sweep set up above", amp_mode,
+                        max(config.batch_size for config in plan if config.width == planned_widths[0]),
+                        planned_widths[0] if len(planned_widths) > 1 else None, None,
+                        "Queue the sweep above to check: the answer is what it measures.")
 else:
     by_id = {job.id: job for job in sweeps}
     chosen = st.selectbox("Sweep", list(by_id), format_func=lambda job_id: sweep_label(by_id[job_id]),
                           key="sweep_shown", help="This session's sweeps first, then every sweep on this server.")
     shown_job = by_id[chosen]
-    if shown_job.finished:
-        show_sweep(shown_job)
-    else:
-        follow_sweep(shown_job.id)
+    if predict_on_sweep(shown_job):
+        if shown_job.finished:
+            show_sweep(shown_job)
+        else:
+            follow_sweep(shown_job.id)
+if reference:
+    with st.expander(f"Reference sweep recorded on a {manager.device_type.upper()} like this one (not your runs)",
+                     expanded=not sweeps):
+        if reference_open:
+            show_reference_sweep(reference)
+        else:
+            st.caption("Lock in a guess above (or just show the answer) to see the reference sweep.")
 
 next_link("pages/recipe.py", "the recipe: AMP in your own training code")

@@ -16,6 +16,7 @@ from server.history import HistoryStore
 from server.records import JobSpec, JobView
 from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
+from ui.reference import load_references
 
 
 @pytest.fixture(autouse=True)
@@ -187,7 +188,8 @@ def test_when_amp_pays_page_without_history(app):
     infos = texts(app.info)
     assert any("No time breakdown" in i for i in infos) and any("No sweep on this server yet" in i for i in infos)
     assert any("applies to GPUs" in c for c in texts(app.caption))
-    assert [b.label for b in app.button] == ["Measure where the time goes", "Queue the sweep"]
+    assert [b.label for b in app.button] == ["Measure where the time goes", "Queue the sweep", "Lock in my guess",
+                                             "Just show me"]
     app.multiselect(key="sweep_batches").set_value([32, 64, 128, 256, 512, 1024, 2048]).run()
     assert any("is 14 runs" in e for e in texts(app.error))
 
@@ -201,11 +203,17 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
                  for loader, wait in (("dataloader", 3.0), ("resident", 0.1))]
     save_finished_job(state_dir, "breakdown", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
     open_page(app, "when_amp_pays")
+    assert not any("**Verdict:**" in m for m in texts(app.markdown))  # the sweep waits for a guess
+    assert len(charts(app)) == 4  # breakdown; the reference sweep's throughput, memory, speedup
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
     markdown = "".join(texts(app.markdown))
+    assert "how fast will amp-bf16 train at batch 256" in markdown
+    assert "Your guess: **1.50x** · measured: **1.50x** (spot on)" in markdown
     assert "**Verdict:** On this machine, amp-bf16 pays off only at the largest batch tried, 256 (1.50x" in markdown
     assert "With the lab's DataLoader, 60% of the training time went to waiting for data" in markdown
-    assert len(charts(app)) == 4  # breakdown, throughput, memory, speedup
-    assert len(app.dataframe) == 1
+    assert len(charts(app)) == 7  # breakdown, throughput, memory, speedup; and the reference's three
+    assert len(app.dataframe) == 2
 
 
 def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
@@ -219,9 +227,42 @@ def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
     job.spec.runs.append(RunConfig(precision="amp-bf16", batch_size=256))
     store.save_job(job)
     app.run()
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     markdown = "".join(texts(app.markdown))
+    assert "The answer appears once batch 256 has run in both modes." in markdown
     assert "**Verdict:** No verdict: only 3 of 4 runs are in" in markdown and "pays off" not in markdown
+
+
+def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run(app):
+    open_page(app, "when_amp_pays")
+    expander = next(e for e in app.expander if e.label.startswith("Reference sweep"))
+    assert expander.label == "Reference sweep recorded on a CPU like this one (not your runs)"
+    assert not charts(app)  # the reference's numbers wait for a guess
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    sweep = [r for r in load_references(device_type="cpu") if "reference sweep" in r.note]
+    largest = max(sweep, key=lambda r: r.baseline.config["batch_size"])
+    measured = largest.candidate.steady_images_per_s / largest.baseline.steady_images_per_s
+    markdown = "".join(texts(app.markdown))
+    assert (f"Reference recorded on {largest.label.split(' · ')[0]}, not your run: how fast will amp-bf16 train "
+            f"at batch {largest.baseline.config['batch_size']}") in markdown
+    assert f"Your guess: **1.50x** · measured: **{measured:.2f}x**" in markdown
+    assert "**Reference sweep** (not your runs)" in markdown and "**Verdict:**" not in markdown
+    assert len(charts(app)) == 3 and len(app.dataframe) == 1
+    assert sum(c.startswith("Reference: AMD EPYC") for c in texts(app.caption)) == len(sweep) >= 2
+
+
+def test_when_amp_pays_without_a_reference_asks_about_the_sweep_set_up(app, monkeypatch):
+    monkeypatch.setattr("ui.reference.load_references", lambda **_: [])
+    open_page(app, "when_amp_pays")
+    assert not any(e.label.startswith("Reference sweep") for e in app.expander)
+    app.multiselect(key="sweep_batches").set_value([32, 64]).run()
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    markdown = "".join(texts(app.markdown))
+    assert "In the sweep set up above: how fast will amp-bf16 train at batch 64" in markdown
+    assert "Your guess: **1.50x**. Queue the sweep above to check" in markdown
 
 
 def test_when_amp_pays_page_queues_a_sweep(app):
