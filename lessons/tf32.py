@@ -3,7 +3,8 @@
 On Ampere-or-newer GPUs cuDNN may run an fp32 convolution on Tensor Cores in TF32 (10 mantissa bits), and PyTorch
 allows it by default; fp32 matmuls default to full fp32 since torch 1.12 (PyTorch CUDA semantics notes,
 "TensorFloat-32 (TF32) on Ampere (and later) devices"). So the lab's script, which sets no flags, already runs its
-convolutions in TF32 there, while this app's "fp32" turns TF32 off. Recent torch spells the switches
+convolutions in TF32 there, while this app's "fp32" turns TF32 off and its "fp32-default" leaves the switches as
+PyTorch sets them (putting them back if the process changed them). Recent torch spells the switches
 `fp32_precision` ("ieee" | "tf32", "none" = inherit from the parent setting); older torch has only `allow_tf32`.
 The GPU switches are read as trainer/precision.py records them for every run (the new API where torch has it).
 """
@@ -18,7 +19,7 @@ import torch
 
 from trainer.child_process import ChildProcessError, run_python_json
 from trainer.errors import TrainerError
-from trainer.precision import set_tf32, tf32_flags
+from trainer.precision import restore_tf32_defaults, set_tf32, tf32_flags
 
 NEW_API = "fp32_precision"
 LEGACY_API = "allow_tf32"
@@ -65,14 +66,18 @@ def read_state(setting: str) -> Tf32State:
 LAB_DEFAULTS = "the lab's script as written (PyTorch's defaults)"
 APP_STRICT = "this app's fp32 and AMP modes (TF32 off)"
 APP_TF32 = "this app's tf32 mode"
+APP_DEFAULT = "this app's fp32-default mode (PyTorch's defaults, put back after the two above)"
 
 
 def states_in_this_process() -> list[Tf32State]:
-    """PyTorch's defaults, then the switches as the trainer sets them (run in a fresh process: it changes them)."""
+    """PyTorch's defaults, then the switches as the trainer sets them for each mode, fp32-default last, after the
+    others changed them (run in a fresh process: it changes them)."""
     states = [read_state(LAB_DEFAULTS)]
     for setting, enabled in ((APP_STRICT, False), (APP_TF32, True)):
         set_tf32(enabled)
         states.append(read_state(setting))
+    restore_tf32_defaults()
+    states.append(read_state(APP_DEFAULT))
     return states
 
 

@@ -5,8 +5,16 @@ import streamlit as st
 from lessons.tf32 import states
 from trainer.errors import TrainerError
 from trainer.model import SimpleCNN, count_parameters
+from ui import session
 from ui.lab_code import BASELINE_SCRIPT, read_script
+from ui.predict import predict_then_check
+from ui.reference import load_references
 from ui.widgets import next_link
+
+# The throughput slider per device (low, high, start, step). CPU: from a loaded 2-core EPYC (about 100 images/s, the
+# reference) to a calm 2-core Xeon with AMX (2,864, README's Benchmark). GPU: the small CNN is bound by kernel
+# launches, about 2 ms a step of 256 (docs/gpu-check.md's estimate), some 130,000 images/s.
+THROUGHPUT_GUESS = {"cpu": (0.0, 3000.0, 1000.0, 25.0), "cuda": (0.0, 200_000.0, 50_000.0, 1000.0)}
 
 
 @st.cache_data(show_spinner="Reading PyTorch's TF32 switches in a fresh Python...")
@@ -71,6 +79,26 @@ asynchronously and the clock would otherwise stop early.
 """
 )
 
+st.subheader("How fast is the baseline here?")
+device_type = session.get_job_manager().device_type
+# Of the references on this kind of device, the one nearest the lab's batch of 256 (fp32 throughput grows with it).
+reference = min(load_references(device_type=device_type), default=None,
+                key=lambda r: abs((r.baseline.config.get("batch_size") or 0) - 256))
+low, high, start, step = THROUGHPUT_GUESS[device_type]
+if predict_then_check(
+    "baseline-throughput",
+    f"How many images per second does the lab's model train in fp32 on a {device_type.upper()} like this server's?",
+    low=low, high=high, default=start, step=step, fmt="%.0f images/s",
+    answer=reference.baseline.steady_images_per_s if reference else None,
+    pending=f"No reference run has been recorded on a {device_type.upper()} yet: the Run page measures your own.",
+) and reference is not None:
+    quality = reference.baseline.timing_quality or {}
+    st.caption(
+        f"Measured in a reference run, not yours: {reference.label}; steady throughput after "
+        f"{reference.baseline.warmup_steps} warm-up steps, timing {quality.get('verdict', 'not rated')}. "
+        f"{reference.note}"
+    )
+
 st.subheader("Is fp32 really fp32? TF32 on newer GPUs")
 st.markdown(
     """
@@ -78,9 +106,18 @@ On NVIDIA GPUs from Ampere on, Tensor Cores can run an fp32 convolution or matmu
 fp32, but each product uses only 10 mantissa bits (fp16's precision with fp32's range), accumulated in fp32.
 PyTorch allows it for cuDNN convolutions by default and, since version 1.12, not for matmuls (PyTorch docs, CUDA
 semantics, "TensorFloat-32 (TF32) on Ampere (and later) devices"). The lab's script sets no flags, so on such a
-GPU **its "fp32" convolutions already run in TF32**. This app's fp32 is *strict* fp32: it turns TF32 off, so its
-fp32 baseline is slower than the lab's on those GPUs, and its AMP speedups larger, for that reason alone. On a CPU,
-and on GPUs older than Ampere, there is no difference. Read from this server's PyTorch, in a fresh process:
+GPU **its "fp32" convolutions already run in TF32**. So this app has two fp32 modes:
+
+- **fp32**, *strict* fp32: TF32 off for convolutions and matmuls. It is the baseline of every comparison on the Run
+  page, so on those GPUs it is slower than the lab's baseline, and the AMP speedups measured against it larger, for
+  that reason alone.
+- **fp32-default**, *fp32 as PyTorch defaults*: the switches left as PyTorch sets them, so it runs as **the lab's
+  baseline** does. Pick it on the Run page to see what TF32 convolutions alone change against strict fp32; the
+  **tf32** mode turns TF32 on for the matmuls too.
+
+Every run records the switches it ran with, so a result says which fp32 it used. On a CPU, and on GPUs older than
+Ampere, there is no TF32 and the two fp32 modes are the same arithmetic, so the Run page does not offer
+fp32-default there. Read from this server's PyTorch, in a fresh process:
 """
 )
 try:

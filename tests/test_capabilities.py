@@ -1,10 +1,19 @@
-"""What can run here: the note for a GPU that the driver sees and this PyTorch cannot use."""
+"""What can run here: which modes a device runs (and why not), and the note for a GPU that the driver sees and this
+PyTorch cannot use."""
 
 import pytest
 import torch
 
-from trainer.capabilities import MIN_DRIVER_FOR_CUDA, GpuInfo, unseen_gpu_note, visible_gpus
-from trainer.errors import TrainerError
+from trainer.capabilities import (
+    MIN_DRIVER_FOR_CUDA,
+    DeviceFacts,
+    GpuInfo,
+    mode_support,
+    unseen_gpu_note,
+    visible_gpus,
+)
+from trainer.config import PRECISIONS
+from trainer.errors import TrainerError, UnsupportedModeError
 
 
 class FakeNvml:
@@ -79,3 +88,29 @@ def test_visible_gpus_come_from_nvml_with_their_uuids(monkeypatch):
 
 def test_no_gpu_means_no_nvml_call(torch_sees_no_gpu):
     assert visible_gpus(object()) == []
+
+
+CPU_FACTS = DeviceFacts("cpu")
+VOLTA = DeviceFacts("cuda", "7.0", native_bf16=False)
+AMPERE = DeviceFacts("cuda", "8.0", native_bf16=True)
+
+
+def test_fp32_default_runs_everywhere_and_is_strict_fp32_where_there_is_no_tf32():
+    for facts in (CPU_FACTS, VOLTA):
+        support = mode_support(facts)
+        assert support.runs("fp32-default") and support.same_as == {"fp32-default": "fp32"}
+        assert "computes exactly as fp32" in support.warnings["fp32-default"]
+    assert "capability 8.0 or newer, and it has 7.0" in mode_support(VOLTA).warnings["fp32-default"]
+    ampere = mode_support(AMPERE)
+    assert ampere.runs("fp32-default") and ampere.runs("tf32")
+    assert "fp32-default" not in ampere.same_as and "fp32-default" not in ampere.warnings
+
+
+def test_every_training_mode_is_sorted_with_a_reason_for_each_refusal():
+    for facts in (CPU_FACTS, VOLTA, AMPERE, DeviceFacts("mps")):
+        support = mode_support(facts)
+        assert set(support.supported) | set(support.refused) == set(PRECISIONS) | {"fp16-true", "bf16-true"}
+        assert not set(support.supported) & set(support.refused)
+    assert "tf32 needs an NVIDIA GPU" in mode_support(CPU_FACTS).refused["tf32"]
+    with pytest.raises(UnsupportedModeError, match="not supported"):
+        mode_support(DeviceFacts("mps")).check("fp32-default")

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.cli import main
+from trainer.cli import CANDIDATES, _config_from, _warn_if_scaler_unused, build_parser, main
+from trainer.config import PRECISIONS, RunConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ["--data", "synthetic", "--device", "cpu", "--loader", "resident", "--workers", "0", "--epochs", "1",
@@ -47,6 +48,59 @@ def test_bad_arguments_exit_2_with_one_line(args, phrase):
 def test_tf32_on_the_cpu_exits_2(capsys):
     assert main(["run", "--precision", "tf32", "--device", "cpu"]) == 2
     assert "tf32 needs an NVIDIA GPU" in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    "args, phrase",
+    [
+        (["--loss-scale-init", "0.5"], "the initial loss scale must be 1 to 2^32, got 0.5"),
+        (["--loss-scale-init", "1e12"], "the initial loss scale must be 1 to 2^32"),
+        (["--loss-scale-init", "nan"], "the initial loss scale must be 1 to 2^32, got nan"),
+        (["--growth-interval", "0"], "loss scale growth interval must be between 1 and 1000000, got 0"),
+    ],
+)
+def test_bad_scaler_settings_exit_2_with_one_line(args, phrase, capsys):
+    assert main(["run", "--precision", "amp-fp16", "--device", "cpu", *args]) == 2
+    assert phrase in _one_line(capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("args, phrase", [(["--loss-scale-init", "big"], "invalid float value: 'big'"),
+                                          (["--growth-interval", "2.5"], "invalid int value: '2.5'")])
+def test_unreadable_scaler_settings_exit_2_with_one_line(args, phrase, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        main(["run", *args])
+    assert stopped.value.code == 2 and phrase in _one_line(capsys.readouterr().err)
+
+
+def test_scaler_settings_reach_the_run_config_and_default_to_gradscalers_own():
+    args = build_parser().parse_args(["run", "--precision", "amp-fp16", "--loss-scale-init", "1024",
+                                      "--growth-interval", "50"])
+    config = _config_from(args, args.precision)
+    assert (config.loss_scale_init, config.loss_scale_growth_interval) == (1024.0, 50) and not config.default_scaler
+    compare_args = build_parser().parse_args(["compare", "--amp", "amp-fp16"])
+    assert _config_from(compare_args, "amp-fp16").default_scaler
+
+
+def test_scaler_settings_without_amp_fp16_warn_in_one_line(capsys):
+    _warn_if_scaler_unused(RunConfig(loss_scale_init=1024.0), ["fp32", "amp-bf16"])
+    assert "apply to amp-fp16 only" in _one_line(capsys.readouterr().err)
+    _warn_if_scaler_unused(RunConfig(loss_scale_init=1024.0), ["fp32", "amp-fp16"])
+    _warn_if_scaler_unused(RunConfig(), ["fp32"])
+    assert capsys.readouterr().err == ""
+
+
+def test_precision_choices_are_the_trainers_modes():
+    assert "fp32-default" in PRECISIONS and CANDIDATES == tuple(p for p in PRECISIONS if p != "fp32")
+
+
+def test_fp32_default_on_the_cpu_runs_with_a_note_and_records_its_tf32_switches(tmp_path, capsys):
+    path = tmp_path / "run.json"
+    assert main(["run", "--precision", "fp32-default", *TINY, "--json", str(path)]) == 0
+    assert "warning: fp32-default computes exactly as fp32 on a CPU" in capsys.readouterr().out
+    saved = json.loads(path.read_text())
+    assert saved["config"]["precision"] == "fp32-default"
+    # PyTorch's defaults (cuDNN convolutions may use TF32, matmuls full fp32), whatever earlier tests here set
+    assert (saved["environment"]["cudnn_allow_tf32"], saved["environment"]["cuda_matmul_allow_tf32"]) == (True, False)
 
 
 def test_missing_cifar10_offline_exits_1_and_suggests_synthetic(tmp_path, capsys):

@@ -30,6 +30,11 @@ def test_columns_name_the_precisions_outside_the_usual_pair():
     assert "Steps skipped by the loss scaler" not in by_metric(built)
 
 
+def test_the_two_fp32_modes_are_told_apart():
+    built = comparison_table(make_result("fp32", 10.0), make_result("fp32-default", 8.0))
+    assert built.columns == ("Metric", "FP32", "FP32 (PyTorch defaults)", "Improvement")
+
+
 def test_text_and_records_carry_the_same_cells():
     built = comparison_table(*lab_pair())
     lines = built.as_text().splitlines()

@@ -37,10 +37,19 @@ def values(**changes) -> dict:
 def test_modes_offered_depend_on_the_hardware():
     assert amp_modes(CPU)[0] == ("amp-fp16", "amp-bf16")
     assert "tf32" in amp_modes(CPU)[1]
-    assert amp_modes(AMPERE) == (("amp-fp16", "amp-bf16", "tf32"), {})
+    assert amp_modes(AMPERE) == (("amp-fp16", "amp-bf16", "tf32", "fp32-default"), {})
     offered, missing = amp_modes(VOLTA)
     assert offered == ("amp-fp16",)
-    assert set(missing) == {"amp-bf16", "tf32"} and "7.0" in missing["tf32"]
+    assert set(missing) == {"amp-bf16", "tf32", "fp32-default"} and "7.0" in missing["tf32"]
+
+
+def test_fp32_default_is_offered_only_where_it_differs_from_fp32():
+    offered, missing = amp_modes(CPU)
+    assert "fp32-default" not in offered and "computes exactly as fp32 on a CPU" in missing["fp32-default"]
+    assert "fp32-default" in amp_modes(AMPERE)[0]
+    spec = comparison_spec(values(amp="fp32-default"))
+    assert [run.precision for run in spec.runs] == ["fp32", "fp32-default"]
+    spec.validate()
 
 
 def test_choices_follow_the_instructors_limits():

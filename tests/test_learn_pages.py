@@ -171,7 +171,19 @@ def test_baseline_page_tells_tf32_per_setting(app):
     table = app.dataframe[0].value.set_index("setting")
     assert table.loc["the lab's script as written (PyTorch's defaults)", "GPU convolutions"] == "tf32"
     assert table.loc["this app's fp32 and AMP modes (TF32 off)", "GPU convolutions"] == "ieee"
+    assert table.loc["this app's fp32-default mode (PyTorch's defaults, put back after the two above)",
+                     "GPU convolutions"] == "tf32"
     assert any("Next: adding AMP" in link.label for link in app.get("page_link"))
+
+
+def test_baseline_page_predicts_the_fp32_throughput_then_shows_the_reference(app):
+    open_page(app, "fp32_baseline")
+    assert not any("Measured in a reference run" in c for c in texts(app.caption))
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    nearest_the_labs_batch = max(load_references(device_type="cpu"), key=lambda r: r.baseline.config["batch_size"])
+    measured = nearest_the_labs_batch.baseline.steady_images_per_s
+    assert any(f"measured: **{measured:.0f} images/s**" in m for m in texts(app.markdown))
+    assert any(c.startswith("Measured in a reference run, not yours:") for c in texts(app.caption))
 
 
 def test_adding_amp_page_lists_cpu_autocast_ops_from_torch(app):

@@ -1,6 +1,8 @@
+from dataclasses import replace
+
 import torch
 
-from lessons.tf32 import APP_STRICT, APP_TF32, LAB_DEFAULTS, NEW_API, _inherited, read_state, states
+from lessons.tf32 import APP_DEFAULT, APP_STRICT, APP_TF32, LAB_DEFAULTS, NEW_API, _inherited, read_state, states
 
 
 def test_state_per_mode_from_a_fresh_torch():
@@ -10,6 +12,8 @@ def test_state_per_mode_from_a_fresh_torch():
     assert (lab.cuda_conv, lab.cuda_matmul) == ("tf32", "ieee")
     assert (strict.cuda_conv, strict.cuda_matmul) == ("ieee", "ieee")
     assert (tf32.cuda_conv, tf32.cuda_matmul) == ("tf32", "tf32")
+    # fp32-default, after the two modes above changed the switches, is the lab's script again.
+    assert replace(by_setting[APP_DEFAULT], setting=LAB_DEFAULTS) == lab
     # On the CPU, oneDNN's fp32 stays fp32 in every case unless a user asks otherwise.
     assert {(s.cpu_conv, s.cpu_matmul) for s in by_setting.values()} == {("ieee", "ieee")}
     assert {s.api for s in by_setting.values()} == {read_state("now").api}

@@ -6,10 +6,11 @@ import pytest
 import torch
 from torch import nn
 
-from trainer.capabilities import CPU_FP16_WARNING
+from trainer.capabilities import CPU_FP16_WARNING, CPU_FP32_DEFAULT_NOTE
+from trainer.child_process import run_python_json
 from trainer.errors import ConfigError, UnsupportedModeError
 from trainer.model import SimpleCNN
-from trainer.precision import PrecisionPolicy, set_tf32, tf32_flags
+from trainer.precision import PrecisionPolicy, restore_tf32_defaults, set_tf32, tf32_flags
 
 
 @pytest.mark.parametrize(
@@ -30,14 +31,21 @@ def test_tf32_on_cpu_is_unsupported():
 
 
 def test_unknown_precision_lists_the_allowed_names():
-    with pytest.raises(ConfigError, match="fp32, tf32, amp-fp16, amp-bf16"):
+    with pytest.raises(ConfigError, match="fp32, fp32-default, tf32, amp-fp16, amp-bf16"):
         PrecisionPolicy.resolve("fp8", "cpu")
 
 
-def test_only_fp16_on_cpu_carries_a_warning():
+def test_on_cpu_fp16_carries_a_warning_and_fp32_default_a_note():
     assert PrecisionPolicy.resolve("amp-fp16", "cpu").warnings == (CPU_FP16_WARNING,)
     assert PrecisionPolicy.resolve("amp-bf16", "cpu").warnings == ()
     assert PrecisionPolicy.resolve("fp32", "cpu").warnings == ()
+    assert PrecisionPolicy.resolve("fp32-default", "cpu").warnings == (CPU_FP32_DEFAULT_NOTE,)
+
+
+def test_fp32_default_is_fp32_that_leaves_tf32_to_pytorch():
+    policy = PrecisionPolicy.resolve("fp32-default", "cpu")
+    assert (policy.autocast_dtype, policy.use_scaler, policy.allow_tf32) == (None, False, None)
+    assert not policy.make_scaler().is_enabled()
 
 
 def test_fp32_autocast_is_a_disabled_context():
@@ -92,6 +100,66 @@ def tf32_restored():
     yield
     for (owner, name), value in zip(switches, before):
         setattr(owner, name, value)
+
+
+@pytest.mark.parametrize("mode", ["fp32", "amp-bf16", "amp-fp16"])
+def test_strict_modes_record_tf32_off_on_any_device(mode, tf32_restored):
+    set_tf32(True)  # whatever an earlier run in this process left
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        flags = PrecisionPolicy.resolve(mode, "cpu").apply_backend_flags()
+    assert (flags["cuda_matmul_allow_tf32"], flags["cudnn_allow_tf32"]) == (False, False)
+    if "cudnn_conv_fp32_precision" in flags:
+        assert flags["cuda_matmul_fp32_precision"] == flags["cudnn_conv_fp32_precision"] == "ieee"
+
+
+# Each mode in turn in one fresh Python, as a process that trains several times would: fp32-default first (it
+# must write nothing), then strict fp32, then fp32-default again (it must put PyTorch's defaults back).
+_MODES_IN_ONE_PROCESS = """
+import json, warnings
+warnings.simplefilter("error")
+from trainer.precision import PrecisionPolicy, _tf32_switches, tf32_flags
+raw = lambda: [getattr(owner, name) for owner, name in _tf32_switches()]
+fresh_raw, fresh = raw(), tf32_flags()
+seen = {"fresh": fresh}
+for step, mode in enumerate(("fp32-default", "fp32", "fp32-default")):
+    seen[f"{step} {mode}"] = PrecisionPolicy.resolve(mode, "cpu").apply_backend_flags()
+    seen[f"{step} {mode} raw unchanged"] = raw() == fresh_raw
+print(json.dumps(seen))
+"""
+
+
+def test_fp32_default_leaves_the_switches_as_pytorch_sets_them_and_records_them():
+    seen = run_python_json(["-c", _MODES_IN_ONE_PROCESS], timeout_s=120)
+    fresh = seen["fresh"]
+    assert seen["0 fp32-default"] == fresh and seen["0 fp32-default raw unchanged"]
+    assert seen["1 fp32"]["cudnn_allow_tf32"] is False and not seen["1 fp32 raw unchanged"]
+    assert seen["2 fp32-default"] == fresh and seen["2 fp32-default raw unchanged"]
+    # PyTorch's defaults since 1.12: cuDNN convolutions may use TF32, matmuls are full fp32.
+    assert (fresh["cudnn_allow_tf32"], fresh["cuda_matmul_allow_tf32"]) == (True, False)
+
+
+def test_fp32_default_puts_back_what_this_process_started_with(tf32_restored):
+    set_tf32(False)
+    flags = PrecisionPolicy.resolve("fp32-default", "cpu").apply_backend_flags()
+    restore_tf32_defaults()  # once put back, a second time changes nothing
+    assert tf32_flags() == flags
+    set_tf32(True)
+    assert PrecisionPolicy.resolve("fp32-default", "cpu").apply_backend_flags() == flags
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_each_fp32_mode_records_its_tf32_switches(tf32_restored):
+    read = "import json; from trainer.precision import tf32_flags; print(json.dumps(tf32_flags()))"
+    fresh = run_python_json(["-c", read], timeout_s=120)
+    if torch.cuda.get_device_capability() >= (8, 0):
+        on = PrecisionPolicy.resolve("tf32", "cuda").apply_backend_flags()
+        assert on["cuda_matmul_allow_tf32"] and on["cudnn_allow_tf32"]
+    strict = PrecisionPolicy.resolve("fp32", "cuda").apply_backend_flags()
+    assert not strict["cuda_matmul_allow_tf32"] and not strict["cudnn_allow_tf32"]
+    default = PrecisionPolicy.resolve("fp32-default", "cuda").apply_backend_flags()
+    assert {k: v for k, v in default.items() if k != "cudnn_benchmark"} == {
+        k: v for k, v in fresh.items() if k != "cudnn_benchmark"}
 
 
 @pytest.mark.parametrize("enabled", [True, False, True])

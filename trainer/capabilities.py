@@ -28,6 +28,10 @@ CPU_FP16_WARNING = (
     "amp-fp16 on a CPU runs fp16 kernels without hardware support: expect it to be tens of times "
     "slower than fp32 here. Use amp-bf16 on a CPU."
 )
+CPU_FP32_DEFAULT_NOTE = (
+    "fp32-default computes exactly as fp32 on a CPU: TF32, the only switch it leaves as PyTorch sets it, "
+    "exists only on NVIDIA GPUs (compute capability 8.0 or newer)"
+)
 
 
 def resolve_device_type(name: str) -> str:
@@ -153,12 +157,14 @@ class DeviceFacts:
 
 @dataclass(frozen=True)
 class ModeSupport:
-    """Which modes one device runs; `refused` gives the reason for each mode it cannot, `warnings` the caveats."""
+    """Which modes one device runs; `refused` gives the reason for each mode it cannot, `warnings` the caveats,
+    `same_as` the modes that compute exactly as another mode here (the warning says why)."""
 
     device_type: str
     supported: tuple[str, ...]
     refused: dict[str, str] = field(default_factory=dict)
     warnings: dict[str, str] = field(default_factory=dict)
+    same_as: dict[str, str] = field(default_factory=dict)
 
     def check(self, mode: str) -> None:
         """Raise ConfigError for an unknown mode and UnsupportedModeError (with the reason) for a refused one."""
@@ -173,13 +179,19 @@ class ModeSupport:
 
 def mode_support(facts: DeviceFacts) -> ModeSupport:
     """Every mode of ALL_MODES, sorted into what `facts`' device runs and what it refuses (and why)."""
-    refused, warnings = {}, {}
+    refused, warnings, same_as = {}, {}, {}
+    # Where there is no TF32, fp32-default is strict fp32. It still runs there, with a note, rather than being
+    # refused: a script or a saved command that names it keeps working on any device, and the note says what ran.
     if facts.device_type == "cpu":
         refused["tf32"] = "tf32 needs an NVIDIA GPU (compute capability 8.0 or newer); this run is on the CPU"
         warnings["amp-fp16"] = CPU_FP16_WARNING
+        warnings["fp32-default"], same_as["fp32-default"] = CPU_FP32_DEFAULT_NOTE, "fp32"
     elif facts.device_type == "cuda":
         if facts.capability < TF32_MIN_CAPABILITY:
             refused["tf32"] = f"tf32 needs compute capability 8.0 or newer; this GPU has {facts.compute_capability}"
+            warnings["fp32-default"] = (f"fp32-default computes exactly as fp32 on this GPU: TF32 needs compute "
+                                        f"capability 8.0 or newer, and it has {facts.compute_capability}")
+            same_as["fp32-default"] = "fp32"
         if not facts.native_bf16:
             for mode in ("amp-bf16", "bf16-true"):
                 refused[mode] = f"{mode} needs a GPU with native bfloat16 (Ampere or newer): use the fp16 modes"
@@ -187,7 +199,7 @@ def mode_support(facts: DeviceFacts) -> ModeSupport:
         reason = f"device {facts.device_type!r} is not supported: use cpu or cuda"
         refused.update({mode: reason for mode in ALL_MODES})
     supported = tuple(mode for mode in ALL_MODES if mode not in refused)
-    return ModeSupport(facts.device_type, supported, refused, warnings)
+    return ModeSupport(facts.device_type, supported, refused, warnings, same_as)
 
 
 def support_on(device: torch.device | str) -> ModeSupport:

@@ -9,13 +9,22 @@ import sys
 from pathlib import Path
 
 from trainer.comparison_table import MEMORY_SHORT_NAMES, comparison_table, format_bytes
-from trainer.config import DATA_SOURCES, DEVICES, LOADERS, PRECISIONS, WIDTHS, RunConfig
+from trainer.config import (
+    DATA_SOURCES,
+    DEFAULT_GROWTH_INTERVAL,
+    DEFAULT_LOSS_SCALE,
+    DEVICES,
+    LOADERS,
+    PRECISIONS,
+    WIDTHS,
+    RunConfig,
+)
 from trainer.errors import CancelledError, ConfigError, TrainerError
 from trainer.progress import Progress
 from trainer.results import MEMORY_LABELS, RunResult, compare, median_pair, speedup_interval
 
 PROG = "python -m trainer"
-CANDIDATES = ("amp-fp16", "amp-bf16", "tf32")
+CANDIDATES = tuple(mode for mode in PRECISIONS if mode != "fp32")  # compare's --amp: any mode but the baseline
 EXIT_RUN_FAILED, EXIT_BAD_ARGUMENTS, EXIT_CANCELLED = 1, 2, 130
 MAX_REPEATS = 10
 
@@ -42,7 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,compare}")
     run = commands.add_parser("run", help="train one run and print the lab's log and a summary",
                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--precision", default="fp32", choices=PRECISIONS, help="number format mode (default fp32)")
+    run.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                     help="number format mode (default fp32): fp32 is strict fp32 (TF32 off); fp32-default leaves "
+                          "TF32 as PyTorch sets it, as the lab's script runs (convolutions in TF32 on Ampere or "
+                          "newer); tf32 turns it on for matmuls too; amp-fp16 and amp-bf16 are AMP")
     _add_run_options(run)
     run.set_defaults(handler=_run_command)
     comp = commands.add_parser("compare", help="run fp32 and an AMP mode in fresh processes and compare them",
@@ -83,12 +95,19 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="also time data waiting vs compute (one extra sync per step on CUDA)")
     parser.add_argument("--default-malloc", action="store_true",
                         help="CPU: keep glibc's malloc defaults (fresh pages for every large tensor, as the lab runs)")
+    parser.add_argument("--loss-scale-init", type=float, default=DEFAULT_LOSS_SCALE, metavar="SCALE",
+                        help=f"amp-fp16: the GradScaler's starting loss scale, 1 to 2^32 "
+                             f"(default {DEFAULT_LOSS_SCALE:g}, GradScaler's own)")
+    parser.add_argument("--growth-interval", type=int, default=DEFAULT_GROWTH_INTERVAL, metavar="STEPS",
+                        help=f"amp-fp16: good steps in a row before the GradScaler doubles the scale "
+                             f"(default {DEFAULT_GROWTH_INTERVAL}, GradScaler's own)")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the result(s) as JSON to PATH")
 
 
 def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
-    """The options are RunConfig's fields by name; only two are spelled differently on the command line."""
-    renamed = {"num_workers": args.workers, "tune_host_malloc": not args.default_malloc}
+    """The options are RunConfig's fields by name; only three are spelled differently on the command line."""
+    renamed = {"num_workers": args.workers, "tune_host_malloc": not args.default_malloc,
+               "loss_scale_growth_interval": args.growth_interval}
     return RunConfig.from_dict({**vars(args), **renamed, "precision": precision})
 
 
@@ -113,6 +132,7 @@ def _run_command(args: argparse.Namespace) -> int:
     device = _check_runnable(config)
     _check_json_path(args.json)
     _warn_if_gpu_unseen(config, device)
+    _warn_if_scaler_unused(config, [config.precision])
     from trainer.loop import run_training
 
     print(_describe(config, device.type), flush=True)
@@ -134,6 +154,7 @@ def _compare_command(args: argparse.Namespace) -> int:
     amp = args.amp or _default_candidate(hardware_report(device).recommended_amp)
     candidate_config = _config_from(args, amp)
     _check_runnable(candidate_config)
+    _warn_if_scaler_unused(candidate_config, [baseline_config.precision, amp])
     _check_json_path(args.json)
     if not 1 <= args.repeats <= MAX_REPEATS:
         raise ConfigError(f"--repeats must be between 1 and {MAX_REPEATS}, got {args.repeats}")
@@ -203,6 +224,8 @@ def _describe(config: RunConfig, device_type: str) -> str:
     extras = "".join([
         ", channels_last" if config.channels_last else "",
         ", breakdown" if config.breakdown else "",
+        (f", loss scale from {config.loss_scale_init:g}, doubled after {config.loss_scale_growth_interval} good steps"
+         if config.precision == "amp-fp16" and not config.default_scaler else ""),
         # On a CPU the allocator moves step times by a third or more (trainer/host_malloc.py): say which one ran.
         (", host malloc " + ("tuned" if config.tune_host_malloc else "default")) if device_type == "cpu" else "",
     ])
@@ -249,6 +272,14 @@ def _warn_if_gpu_unseen(config: RunConfig, device) -> None:
     note = unseen_gpu_note() if config.device == "auto" and device.type == "cpu" else None
     if note:
         print(f"{PROG}: warning: {note}", file=sys.stderr, flush=True)
+
+
+def _warn_if_scaler_unused(config: RunConfig, precisions: list[str]) -> None:
+    """Loss-scale settings given for runs without a GradScaler: say so in one line rather than ignore them quietly."""
+    if not config.default_scaler and "amp-fp16" not in precisions:
+        print(f"{PROG}: warning: --loss-scale-init and --growth-interval apply to amp-fp16 only "
+              f"(the only mode with a loss scaler); {' and '.join(precisions)} ignore them", file=sys.stderr,
+              flush=True)
 
 
 def _error_line(message: str) -> None:

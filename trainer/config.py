@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass
 from trainer.errors import ConfigError
 from trainer.known_fields import from_known_fields
 
-PRECISIONS = ("fp32", "tf32", "amp-fp16", "amp-bf16")
+# fp32 is strict fp32 (TF32 off); fp32-default leaves the TF32 switches as PyTorch sets them, as the lab's script does.
+PRECISIONS = ("fp32", "fp32-default", "tf32", "amp-fp16", "amp-bf16")
 AMP_PRECISIONS = ("amp-fp16", "amp-bf16")
 DATA_SOURCES = ("cifar10", "synthetic")
 LOADERS = ("dataloader", "resident")
@@ -27,7 +28,7 @@ MAX_LOSS_SCALE = 2.0**32
 class RunConfig:
     """One run: the lab's hyperparameters plus the knobs this app adds."""
 
-    precision: str = "fp32"  # fp32 | tf32 | amp-fp16 | amp-bf16
+    precision: str = "fp32"  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16
     epochs: int = 5
     batch_size: int = 256
     data: str = "cifar10"  # cifar10 | synthetic

@@ -1,7 +1,9 @@
 """Precision policy: one object per run that owns autocast, the GradScaler and the TF32 switches.
 
 The training step asks the policy for an autocast context and a scaler; both are no-ops when the mode
-does not need them, so the loop has no per-mode branches.
+does not need them, so the loop has no per-mode branches. Three modes compute in fp32: strict `fp32` (TF32 off),
+`tf32` (on), and `fp32-default`, which keeps the switches as PyTorch sets them, as the lab's script does (on an
+Ampere-or-newer GPU, convolutions in TF32 and matmuls in full fp32). Every run records the switches it ran with.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ from trainer.errors import ConfigError
 class PrecisionPolicy:
     """How a run uses number formats on one device."""
 
-    name: str  # fp32 | tf32 | amp-fp16 | amp-bf16
+    name: str  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16
     device_type: str  # cpu | cuda
     autocast_dtype: torch.dtype | None  # None: no autocast, everything in fp32
     use_scaler: bool  # loss scaling is needed only for fp16's narrow exponent range
-    allow_tf32: bool  # TF32 tensor-core math for fp32 matmuls/convolutions (CUDA only)
+    allow_tf32: bool | None  # TF32 for fp32 matmuls/convolutions (CUDA only); None: as PyTorch defaults them
     warnings: tuple[str, ...] = field(default=())
     loss_scale_init: float = DEFAULT_LOSS_SCALE  # the scaler's settings (used only when use_scaler)
     loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL
@@ -40,7 +42,8 @@ class PrecisionPolicy:
         support.check(name)
         warnings = (support.warnings[name],) if name in support.warnings else ()
         autocast_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(name)
-        return cls(name, device.type, autocast_dtype, name == "amp-fp16", name == "tf32", warnings,
+        allow_tf32 = None if name == "fp32-default" else name == "tf32"
+        return cls(name, device.type, autocast_dtype, name == "amp-fp16", allow_tf32, warnings,
                    float(loss_scale_init), int(loss_scale_growth_interval))
 
     @property
@@ -48,7 +51,7 @@ class PrecisionPolicy:
         return self.autocast_dtype is not None
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """The forward-pass context: autocast to the low dtype, or a disabled autocast for fp32/tf32."""
+        """The forward-pass context: autocast to the low dtype, or a disabled autocast for the fp32 modes."""
         return torch.autocast(
             device_type=self.device_type,
             dtype=self.autocast_dtype or torch.float32,
@@ -61,9 +64,17 @@ class PrecisionPolicy:
                                     growth_interval=self.loss_scale_growth_interval, enabled=self.use_scaler)
 
     def apply_backend_flags(self, cudnn_benchmark: bool = False) -> dict:
-        """Set TF32 and cuDNN switches for this run (process-wide) and return them as recorded."""
-        if self.device_type == "cuda":
+        """Set the TF32 switches for this mode (fp32-default: PyTorch's own) and cuDNN's benchmark, process-wide,
+        and return them as recorded.
+
+        The TF32 switches are CUDA's, so setting them on a CPU changes no arithmetic there; they are set on every
+        device so that a result's record says which fp32 its mode asked for.
+        """
+        if self.allow_tf32 is None:
+            restore_tf32_defaults()
+        else:
             set_tf32(self.allow_tf32)
+        if self.device_type == "cuda":
             torch.backends.cudnn.benchmark = cudnn_benchmark
         return tf32_flags()
 
@@ -78,6 +89,27 @@ def set_tf32(enabled: bool) -> None:
     else:
         torch.backends.cuda.matmul.allow_tf32 = enabled
         torch.backends.cudnn.allow_tf32 = enabled
+
+
+def _tf32_switches() -> tuple[tuple[object, str], ...]:
+    """The switches set_tf32 writes, with their parents, parents first (setting a parent rewrites its children)."""
+    b = torch.backends
+    if _has_fp32_precision():
+        return ((b, "fp32_precision"), (b.cudnn, "fp32_precision"), (b.cuda.matmul, "fp32_precision"),
+                (b.cudnn.conv, "fp32_precision"), (b.cudnn.rnn, "fp32_precision"))
+    return ((b.cuda.matmul, "allow_tf32"), (b.cudnn, "allow_tf32"))
+
+
+def restore_tf32_defaults() -> None:
+    """Put the TF32 switches back to PyTorch's defaults; in a process that changed none, nothing is written."""
+    _write_switches(_TF32_DEFAULTS)
+
+
+def _write_switches(values: tuple) -> None:
+    # Only a switch that differs is written, and each is read after its parents were written.
+    for (owner, name), value in zip(_tf32_switches(), values):
+        if getattr(owner, name) != value:
+            setattr(owner, name, value)
 
 
 def tf32_flags() -> dict:
@@ -112,3 +144,10 @@ def _effective_fp32_precision(op_value: str) -> str:
         if value != "none":
             return value
     return "ieee"
+
+
+# PyTorch's defaults, read when the trainer is first imported, before it sets anything. A run process trains once
+# and a pre-started one (trainer/isolated.py) has set nothing before its config arrives, so there these are the
+# switches torch started with; a process that trains several times (tests, lessons, scripts) may have changed them
+# since, and fp32-default puts them back.
+_TF32_DEFAULTS = tuple(getattr(owner, name) for owner, name in _tf32_switches())

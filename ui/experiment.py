@@ -18,7 +18,8 @@ SUBSETS = (256, 512, 1024, 2048, 5000, 10_000, 25_000, None)  # None = the whole
 WIDTHS = (1, 2, 4, 8)
 LOADERS = ("dataloader", "resident")
 DATA_SOURCES = ("cifar10", "synthetic")
-COMPARED_MODES = ("amp-fp16", "amp-bf16", "tf32")  # what the Run page offers beside fp32, where the device runs it
+# What the Run page offers beside fp32, where the device runs it and computes it differently from fp32.
+COMPARED_MODES = ("amp-fp16", "amp-bf16", "tf32", "fp32-default")
 TEST_IMAGES_FOR_SUBSETS = 1000  # a quick run checks accuracy on at most this many test images
 LOSS_POINTS_PER_RUN = 100  # about this many loss points per run, for the charts
 QUICK_DEMO = dict(epochs=1, batch_size=128, subset=5000, data="synthetic", loader="resident")
@@ -37,8 +38,10 @@ def subset_name(subset: int | None) -> str:
 def amp_modes(report: HardwareReport) -> tuple[tuple[str, ...], dict[str, str]]:
     """The modes to compare with fp32 on this hardware, and the reason for each one left out."""
     support = mode_support(report.facts)
-    offered = tuple(mode for mode in COMPARED_MODES if support.runs(mode))
-    return offered, {mode: support.refused[mode] for mode in COMPARED_MODES if mode in support.refused}
+    # A mode that computes exactly as fp32 here (fp32-default without TF32) would only compare fp32 with itself.
+    missing = {mode: support.refused.get(mode) or support.warnings[mode] for mode in COMPARED_MODES
+               if not support.runs(mode) or support.same_as.get(mode) == "fp32"}
+    return tuple(mode for mode in COMPARED_MODES if mode not in missing), missing
 
 
 def default_amp(report: HardwareReport, offered: tuple[str, ...]) -> str:
