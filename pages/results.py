@@ -1,12 +1,16 @@
-"""Results: one finished fp32-vs-AMP comparison as the lab's table, charts, an explanation and downloads."""
+"""Results: one finished fp32-vs-AMP comparison (one pair of runs or repeated pairs) as a headline speedup, the
+lab's table, charts, an explanation and downloads."""
 
 import streamlit as st
 
 from server.history import HistoryError
 from server.records import JobView
+from trainer.results import median_pair, speedup_interval, split_pairs
+from trainer.timing_quality import is_noisy
 from ui import exports, jobs, session
 from ui.charts import run_labels
 from ui.choices import shown
+from ui.interpret import uncertainty
 from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, when
 
 st.title("Results")
@@ -65,6 +69,35 @@ runs = run_labels(results)
 device = results[0].environment.get("device_name")
 st.caption(f"Job {job.id[:8]} · finished {when(job.finished_at)} · device: {device}")
 
+# The headline: the speedup, its range over repeated pairs, and whether the timing lets it be taken as a fact.
+baselines, candidates = split_pairs(results)
+interval = speedup_interval(baselines, candidates)
+doubt = uncertainty(*median_pair(baselines, candidates), interval, results)
+noisy = sum(is_noisy(result.timing_quality) for result in results)
+speed, spread, timing = st.columns(3)
+speed.metric(
+    f"Speedup (median of {interval.pairs} pairs)" if interval.known else "Speedup (one pair of runs)",
+    f"{interval.median:.2f}x",
+    help="The baseline's training time over the compared mode's: above 1 the compared mode was faster.",
+)
+spread.metric(
+    "Range over the pairs",
+    f"{interval.low:.2f}x to {interval.high:.2f}x" if interval.known else "unknown",
+    help="The lowest and highest speedup of the pairs." if interval.known
+    else "One pair cannot show how much the speedup varies: choose Repeats on the Run page to measure it.",
+)
+measured = all(result.timing_quality for result in results)  # runs recorded before the verdict existed have none
+timing.metric(
+    "Timing",
+    "uncertain" if doubt else "steady" if measured else "not measured",
+    f"{noisy} of {len(results)} runs noisy" if noisy else None,
+    delta_color="off",
+    delta_arrow="off",
+    help="Whether other load on the machine, or pairs that disagree, leave the speedup in doubt.",
+)
+if doubt:
+    st.caption(f"**Uncertain:** {doubt}.")
+
 st.subheader("The lab's table")
 comparison_summary(runs, key="results", with_lab_reference=True)
 
@@ -84,7 +117,7 @@ st.subheader("Download")
 name = f"amp-lab-{job.id[:8]}"
 first, second, third = st.columns(3)
 first.download_button(
-    "Both runs (JSON)", exports.runs_json(runs, job.id), file_name=f"{name}.json", mime="application/json"
+    "Both runs (JSON)" if len(runs) == 2 else f"All {len(runs)} runs (JSON)", exports.runs_json(runs, job.id), file_name=f"{name}.json", mime="application/json"
 )
 second.download_button(
     "Main figures (CSV)", exports.to_csv(exports.runs_frame(runs)), file_name=f"{name}-runs.csv", mime="text/csv"

@@ -1,10 +1,11 @@
-"""Run the experiment: pick the settings, see the estimate, queue an fp32-vs-AMP comparison, watch it live."""
+"""Run the experiment: pick the settings and the repeats, see the estimate, queue an fp32-vs-AMP comparison, watch
+it live."""
 
 import streamlit as st
 
 from server.estimate import estimate_job_seconds
 from trainer.datasets import cifar10_available
-from trainer.results import compare
+from trainer.results import speedup_interval, split_pairs
 from ui import charts, jobs, session
 from ui.experiment import (
     DATA_NAMES,
@@ -13,6 +14,7 @@ from ui.experiment import (
     blocking_reasons,
     comparison_spec,
     experiment_choices,
+    pairs_name,
     subset_name,
 )
 from ui.predict import predict_then_check
@@ -21,14 +23,15 @@ from ui.widgets import about, job_panel
 
 RUNNING_REFRESH_S = 1.0
 QUEUED_REFRESH_S = 5.0
-
+MEMORY_PAGE = "pages/memory.py"
 
 
 def latest_speedup(mine) -> float | None:
-    """The speedup (fp32 time over AMP time, as in the results table) of this learner's latest finished comparison."""
+    """The speedup (fp32 time over AMP time; over repeated pairs their median, as on Results) of this learner's
+    latest finished comparison."""
     for job in reversed(mine):
-        if job.kind == "compare" and job.status == "done" and len(job.results) == 2:
-            return compare(*job.results).speedup
+        if job.kind == "compare" and job.status == "done" and len(job.results) >= 2:
+            return speedup_interval(*split_pairs(job.results)).median
     return None
 
 
@@ -44,9 +47,9 @@ st.title("Run the experiment")
 st.markdown(
     """
 Train the lab's model twice with the same settings and the same starting weights: once in fp32, once in the
-mixed-precision mode you pick. Each run gets a fresh Python process, and only one job trains on this server at a
-time, so other learners' runs cannot disturb your timings (you may have to wait your turn). You can leave this
-page while it runs and come back.
+mixed-precision mode you pick (with repeats, that pair again, alternately). Each run gets a fresh Python process,
+and only one job trains on this server at a time, so other learners' runs cannot disturb your timings (you may have
+to wait your turn). You can leave this page while it runs and come back.
 """
 )
 
@@ -79,6 +82,7 @@ with left:
         st.select_slider,
         help=f"Images per step; the lab uses 256. This server allows at most {settings.max_batch_size}.",
     )
+    st.page_link(MEMORY_PAGE, label="How much memory does this batch need? See Where the memory goes", icon="🧠")
     pick(
         "subset",
         st.select_slider,
@@ -96,6 +100,11 @@ with right:
     pick("amp", st.radio, help="The mode that is compared with the fp32 baseline.", horizontal=True)
     for mode, reason in missing_modes.items():
         st.caption(f"{mode} is not offered here: {reason}.")
+    pick("repeats", st.radio, format_func=pairs_name, horizontal=True)
+    st.caption(
+        "More pairs (fp32 and your mode, alternately) give the speedup a range, so you can see whether it holds; "
+        "each pair adds its two runs' time to your wait and to the class's queue."
+    )
     pick("data", st.radio, format_func=DATA_NAMES.get, horizontal=True)
     if not cifar10_ok:
         st.caption(
@@ -132,7 +141,8 @@ spec = comparison_spec(values)
 estimate = estimate_job_seconds(spec, manager.store, manager.device_type)
 ahead, _ = manager.wait_for_new_job()  # waiting and running jobs, on every worker
 queue_note = "" if ahead == 0 else f" {ahead} job{'s are' if ahead > 1 else ' is'} ahead of yours in the queue."
-st.info(f"**Estimated time for both runs:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
+runs_named = "both runs" if len(spec.runs) == 2 else f"all {len(spec.runs)} runs ({pairs_name(values['repeats'])})"
+st.info(f"**Estimated time for {runs_named}:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
 
 if st.button("Run", type="primary", disabled=bool(blocked)):
     jobs.submit(spec)

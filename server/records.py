@@ -15,7 +15,11 @@ JOB_KINDS = ("compare", "run", "sweep", "breakdown")
 JOB_STATUSES = ("queued", "running", "done", "failed", "cancelled")
 FINISHED_STATUSES = ("done", "failed", "cancelled")
 MAX_SWEEP_RUNS = 12  # a sweep is one job; the server takes at most this many runs in one
-RUNS_PER_KIND = {"compare": (2, 2), "run": (1, 1), "sweep": (1, MAX_SWEEP_RUNS), "breakdown": (2, 2)}  # (fewest, most)
+# A comparison repeats its pair (baseline, candidate) at most this often: each pair adds its time to the class's queue.
+MAX_COMPARE_PAIRS = 3
+RUNS_PER_KIND = {
+    "compare": (2, 2 * MAX_COMPARE_PAIRS), "run": (1, 1), "sweep": (1, MAX_SWEEP_RUNS), "breakdown": (2, 2),
+}  # (fewest, most)
 MAX_LABEL_CHARS = 120
 # fp16 autocast on a CPU is tens of times slower than fp32, so the server takes it only on a small subset.
 CPU_FP16_MAX_SUBSET = 5000
@@ -23,10 +27,10 @@ CPU_FP16_MAX_SUBSET = 5000
 
 @dataclass
 class JobSpec:
-    """What a learner asked for: a comparison (2 runs), a single run, or a sweep of runs."""
+    """What a learner asked for: a comparison (one pair of runs or up to MAX_COMPARE_PAIRS), a run, or a sweep."""
 
     kind: str  # compare | run | sweep | breakdown (one config timed with each loader)
-    runs: list[RunConfig]  # executed in order, each in its own subprocess
+    runs: list[RunConfig]  # executed in order, each in its own subprocess; a compare's alternate A B A B ...
     label: str = ""
     probe_max_batch: bool = False  # sweep on CUDA: also search the largest batch per precision
 
@@ -38,8 +42,12 @@ class JobSpec:
             raise ConfigError("a job's runs must be a list of run settings")
         fewest, most = RUNS_PER_KIND[self.kind]
         if not fewest <= len(self.runs) <= most:
-            wanted = str(fewest) if fewest == most else f"{fewest} to {most}"
-            raise ConfigError(f"a {self.kind} job needs {wanted} runs, got {len(self.runs)}")
+            wanted = f"{fewest} run{'s' if fewest > 1 else ''}" if fewest == most else f"{fewest} to {most} runs"
+            if self.kind == "compare":
+                wanted = f"2 runs (a baseline and a candidate) or up to {MAX_COMPARE_PAIRS} such pairs"
+            raise ConfigError(f"a {self.kind} job needs {wanted}, got {len(self.runs)}")
+        if self.kind == "compare":
+            _check_alternating(self.runs)
         if not isinstance(self.label, str) or len(self.label) > MAX_LABEL_CHARS:
             raise ConfigError(f"a job label must be text of at most {MAX_LABEL_CHARS} characters")
         for run in self.runs:
@@ -67,6 +75,25 @@ class JobSpec:
             label=data.get("label", ""),
             probe_max_batch=bool(data.get("probe_max_batch", False)),
         )
+
+
+def _check_alternating(runs: list[RunConfig]) -> None:
+    """A comparison's runs are pairs, baseline then candidate, that differ in precision alone, repeated unchanged:
+    only then is each pair's speedup about precision, and the pairs comparable with each other."""
+    if len(runs) % 2:
+        raise ConfigError(f"a compare job's runs come in pairs (baseline, candidate), got {len(runs)} runs")
+    baseline, candidate = runs[0].to_dict(), runs[1].to_dict()
+    differ = [name for name in baseline if name != "precision" and baseline[name] != candidate.get(name)]
+    if differ:
+        raise ConfigError(
+            f"a compare job's baseline and candidate may differ only in precision, not in {', '.join(differ)}"
+        )
+    for index, run in enumerate(runs[2:], start=2):
+        if run != runs[index % 2]:
+            role = "baseline" if index % 2 == 0 else "candidate"
+            raise ConfigError(
+                f"run {index + 1} of a compare job must repeat the {role} (run {index % 2 + 1}) unchanged"
+            )
 
 
 @dataclass

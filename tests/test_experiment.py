@@ -2,10 +2,12 @@
 
 import pytest
 
+from server.records import MAX_COMPARE_PAIRS, MAX_LABEL_CHARS
 from server.settings import Settings
 from trainer.environment import HardwareReport
 from ui.experiment import (
     BATCH_SIZES,
+    COMPARED_MODES,
     amp_modes,
     blocking_reasons,
     comparison_spec,
@@ -125,3 +127,18 @@ def test_the_quick_demo_stays_within_a_strict_servers_limits():
     for run in spec.runs:
         strict.check(run)  # raises if the server would refuse it
     assert (spec.runs[0].batch_size, spec.runs[0].subset) == (16, 300)
+
+
+def test_repeats_alternate_the_pair_and_name_the_job():
+    choices = experiment_choices(Settings(), CPU, cifar10_ok=False)
+    assert choices["repeats"].allowed == tuple(range(1, MAX_COMPARE_PAIRS + 1)) and choices["repeats"].default == 1
+    one = comparison_spec(values(repeats=1))
+    three = comparison_spec(values(repeats=3, subset=2048))
+    assert [run.precision for run in three.runs] == ["fp32", "amp-bf16"] * 3
+    assert three.runs[2:4] == three.runs[:2] and three.runs[0] is not three.runs[2]  # equal settings, own objects
+    assert three.label.startswith("fp32 vs amp-bf16 x3, 5 epochs") and "x3" not in one.label
+    assert len(comparison_spec(values()).runs) == 2  # no repeats given (the quick demo): one pair
+    three.validate()
+    longest = values(amp=max(COMPARED_MODES, key=len), epochs=20, batch_size=4096, channels_last=True,
+                     repeats=MAX_COMPARE_PAIRS)
+    assert len(comparison_spec(longest).label) <= MAX_LABEL_CHARS

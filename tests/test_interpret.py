@@ -117,3 +117,41 @@ def test_a_recorded_noisy_comparison_is_uncertain():
     sentence = interpret(baseline, candidate)
     assert sentence.startswith("The speedup is uncertain: the fp32 run's timing was noisy (other processes used")
     assert "slower here" not in sentence
+
+
+def test_a_noisy_run_outside_the_median_pair_still_makes_the_speedup_uncertain():
+    from trainer.results import median_pair, speedup_interval, split_pairs
+
+    runs = []
+    for fp32_s in (75.0, 80.0, 70.0):  # speedups 1.56, 1.67, 1.46: the median pair is the first
+        baseline, candidate = lab_pair("amp-bf16")
+        baseline.total_time_s = fp32_s
+        baseline.timing_quality = candidate.timing_quality = STEADY
+        runs += [baseline, candidate]
+    runs[3].timing_quality = NOISY  # the second pair's AMP run
+    baselines, candidates = split_pairs(runs)
+    median = median_pair(baselines, candidates)
+    interval = speedup_interval(baselines, candidates)
+    assert median == (runs[0], runs[1])
+    assert interpret(*median, interval).startswith("amp-bf16 trained 1.56x as fast")  # the median pair alone
+    sentence = interpret(*median, interval, runs)
+    assert sentence.startswith("The speedup is uncertain: the timing of 1 of the 6 runs was noisy (pair 2's amp-bf16 "
+                               "run: other processes used 48%")
+
+
+def test_a_recorded_repeated_comparison_is_uncertain():
+    """Three real alternating pairs from `compare --repeats 3` on this project's loaded CPU (tests/recorded/)."""
+    import json
+    from pathlib import Path
+
+    from trainer.results import RunResult, median_pair, speedup_interval, split_pairs
+
+    recorded = json.loads((Path(__file__).parent / "recorded" / "repeated_compare_cpu.json").read_text())
+    runs = [RunResult.from_dict(run) for run in recorded["runs"]]
+    baselines, candidates = split_pairs(runs)
+    interval = speedup_interval(baselines, candidates)
+    assert interval.to_dict() == recorded["speedup"]  # the app's interval is the command line's
+    noisy = sum(run.timing_quality["verdict"] == "noisy" for run in runs)
+    assert noisy >= 1
+    sentence = interpret(*median_pair(baselines, candidates), interval, runs)
+    assert sentence.startswith(f"The speedup is uncertain: the timing of {noisy} of the 6 runs was noisy (pair 1's")

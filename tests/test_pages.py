@@ -1,8 +1,10 @@
 """AppTest for the core pages, through the real app.py navigation; the experiment page end to end with a tiny real
 synthetic job (real trainer, real subprocess), then the results and history pages showing it."""
 
+import json
 import sqlite3
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -12,6 +14,11 @@ from test_server_history import make_job
 
 from server.history import HistoryStore
 from server.identity import LearnerStore
+from trainer.comparison_table import format_seconds
+from trainer.config import RunConfig
+from trainer.isolated import RunOutcome
+from trainer.results import RunResult, median_pair, split_pairs
+from ui.charts import run_labels
 
 JOB_TIMEOUT_S = 120
 HAS_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
@@ -86,6 +93,24 @@ def test_run_page_offers_the_labs_settings(app):
     assert any(e.label.startswith("Reference results recorded on a") for e in app.expander)
     app.button[2].click().run()  # no comparison yet: the answer waits for one
     assert any("No guess this time." in m for m in texts(app.markdown))
+
+
+def test_repeats_queue_alternating_pairs_and_the_batch_links_to_the_memory_page(app):
+    for key, value in TINY.items():
+        app.session_state[key] = value
+    open_page(app, "run_experiment")
+    link = next(link.proto for link in app.get("page_link") if "Where the memory goes" in link.proto.label)
+    assert link.page == "memory"  # the address app.py registers for pages/memory.py
+    repeats = app.radio(key="run_repeats")
+    assert repeats.options == ["1 pair", "2 pairs", "3 pairs"] and repeats.value == 1
+    repeats.set_value(3).run()
+    assert any(i.startswith("**Estimated time for all 6 runs (3 pairs):** about") for i in texts(app.info))
+    app.button[0].click().run()  # Run
+    assert not app.exception and not app.error, texts(app.error)
+    assert [p.proto.text.split(":")[0] for p in app.get("progress")] == ["FP32", "AMP (bf16)"] * 3
+    assert any(m.startswith("**fp32 vs amp-bf16 x3, 1 epoch") for m in texts(app.markdown))
+    next(b for b in app.button if b.label == "Cancel").click().run()
+    wait_for_job_end(app)
 
 
 def test_instructor_limits_cap_the_sliders(app, monkeypatch):
@@ -193,6 +218,60 @@ def test_results_page_says_one_line_for_a_damaged_job_in_the_address(app, state_
             "Pick any finished comparison below."
         )
     ]
+
+
+RECORDED = Path(__file__).parent / "recorded"
+
+
+def recorded_runs(name: str) -> tuple[dict, list[RunResult]]:
+    """The real runs that `compare --json` recorded in tests/recorded/`name`, in the order they ran."""
+    recorded = json.loads((RECORDED / name).read_text())
+    return recorded, [RunResult.from_dict(run) for run in recorded["runs"]]
+
+
+def save_comparison(state: Path, session_id: str, results: list[RunResult]) -> None:
+    """A finished comparison job of these runs in the history of the app whose state folder is `state`."""
+    job = make_job("e" * 32, precisions=[r.precision for r in results], label="recorded", session_id=session_id)
+    job.outcomes = [RunOutcome(RunConfig.from_dict(r.config), "ok", result=r) for r in results]
+    HistoryStore(state / "history.sqlite3").save_job(job)
+
+
+def test_results_page_shows_a_repeated_comparison_with_its_range_and_doubt(app, state_dir):
+    recorded, results = recorded_runs("repeated_compare_cpu.json")
+    results = results[4:] + results[:4]  # the recording's median pair came first; here it is the second
+    save_comparison(state_dir, app.session_state["amp_lab_learner"].id, results)
+    baseline, candidate = median_pair(*split_pairs(results))
+    assert baseline is not results[0]
+    speedup = recorded["speedup"]
+    open_page(app, "results")
+    headline = {metric.label: metric.value for metric in app.metric}
+    assert headline["Speedup (median of 3 pairs)"] == f"{speedup['median']:.2f}x"  # as the command line computed
+    assert headline["Range over the pairs"] == f"{speedup['low']:.2f}x to {speedup['high']:.2f}x"
+    assert headline["Timing"] == "uncertain"
+    assert any(c.startswith("**Uncertain:** the timing of") for c in texts(app.caption))
+    ours = app.table[0].value
+    assert "Speedup over 3 alternating pairs" in ours["Metric"].tolist()
+    assert ours.iloc[0][["FP32", "AMP"]].tolist() == [format_seconds(baseline.total_time_s),
+                                                      format_seconds(candidate.total_time_s)]
+    assert any(m.startswith("**What this says:** The speedup is uncertain") for m in texts(app.markdown))
+    noisy = [(label, reason) for label, result in run_labels(results).items()
+             for reason in result.timing_quality["reasons"]]
+    assert len(noisy) >= 2  # the recording's noisy runs, each with its reason under its own label
+    assert all(f"{label}: timing was noisy: {reason}" in texts(app.warning) for label, reason in noisy)
+    assert app.get("download_button")[0].label == "All 6 runs (JSON)"
+    assert len(app.expander) == 6
+
+
+def test_results_page_says_one_pairs_spread_is_unknown(app, state_dir):
+    _, results = recorded_runs("noisy_compare_cpu.json")
+    save_comparison(state_dir, app.session_state["amp_lab_learner"].id, results)
+    open_page(app, "results")
+    headline = {metric.label: metric.value for metric in app.metric}
+    assert headline["Range over the pairs"] == "unknown" and "Speedup (one pair of runs)" in headline
+    assert headline["Timing"] == "uncertain"
+    assert any("from one pair of runs: its spread is unknown" in c for c in texts(app.caption))
+    assert "Speedup over" not in " ".join(app.table[0].value["Metric"])
+    assert app.get("download_button")[0].label == "Both runs (JSON)"
 
 
 def test_experiment_end_to_end_then_results_and_history(app, state_dir):

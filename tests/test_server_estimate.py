@@ -130,3 +130,9 @@ def test_a_cpu_without_amx_gets_the_slower_measured_bf16_row(monkeypatch):
     assert coarse_run_seconds(bf16, "cpu") < coarse_run_seconds(fp32, "cpu")  # AMX: bf16 faster than fp32
     monkeypatch.setattr(estimate, "cpu_has_amx", lambda: False)
     assert coarse_run_seconds(bf16, "cpu") > 5 * coarse_run_seconds(fp32, "cpu")  # emulated bf16: far slower
+
+
+def test_a_repeated_comparison_counts_every_pair(store):
+    pair = [RunConfig(epochs=1, subset=2000, loader="resident", precision=p) for p in ("fp32", "amp-bf16")]
+    one = estimate_job_seconds(JobSpec("compare", pair), store, "cpu")
+    assert estimate_job_seconds(JobSpec("compare", pair * 3).validate(), store, "cpu") == pytest.approx(3 * one)

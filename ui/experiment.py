@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from server.records import CPU_FP16_MAX_SUBSET, JobSpec
+from server.records import CPU_FP16_MAX_SUBSET, MAX_COMPARE_PAIRS, JobSpec
 from server.settings import Settings
 from trainer.capabilities import mode_support
 from trainer.config import RunConfig
@@ -20,6 +20,7 @@ LOADERS = ("dataloader", "resident")
 DATA_SOURCES = ("cifar10", "synthetic")
 # What the Run page offers beside fp32, where the device runs it and computes it differently from fp32.
 COMPARED_MODES = ("amp-fp16", "amp-bf16", "tf32", "fp32-default")
+REPEATS = tuple(range(1, MAX_COMPARE_PAIRS + 1))  # pairs of runs a comparison makes; 1 keeps the class's queue short
 TEST_IMAGES_FOR_SUBSETS = 1000  # a quick run checks accuracy on at most this many test images
 LOSS_POINTS_PER_RUN = 100  # about this many loss points per run, for the charts
 QUICK_DEMO = dict(epochs=1, batch_size=128, subset=5000, data="synthetic", loader="resident")
@@ -33,6 +34,10 @@ DATA_NAMES = {"cifar10": "CIFAR-10", "synthetic": "synthetic (CIFAR-shaped, gene
 
 def subset_name(subset: int | None) -> str:
     return "all 50,000" if subset is None else f"{subset:,}"
+
+
+def pairs_name(pairs: int) -> str:
+    return f"{pairs} pair{'s' if pairs != 1 else ''}"
 
 
 def amp_modes(report: HardwareReport) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -74,6 +79,7 @@ def experiment_choices(
         Choice(
             "run_subset", "Training images", subsets, subsets[-1], "subset", parse_optional_int, subset_name
         ),
+        Choice("run_repeats", "Repeats", REPEATS, 1, "repeats", parse_int, pairs_name),
     )
     return {c.param: preset(c, (presets or {}).get(c.param))[0] for c in choices}
 
@@ -105,7 +111,8 @@ def log_every(subset: int | None, batch_size: int, epochs: int) -> int:
 
 
 def run_configs(values: dict, amp: str) -> list[RunConfig]:
-    """The fp32 baseline and the `amp` run, identical in everything but precision."""
+    """The fp32 baseline and the `amp` run, identical in everything but precision (`repeats` is not a run's
+    setting: comparison_spec repeats the pair)."""
     subset = values["subset"]
     common = {
         **values,  # the page's settings are named as RunConfig's fields
@@ -116,9 +123,11 @@ def run_configs(values: dict, amp: str) -> list[RunConfig]:
 
 
 def describe(values: dict) -> str:
-    """A short label for the job: what is compared, on what."""
+    """A short label for the job: what is compared (x3: in three pairs), on what."""
+    pairs = values.get("repeats", 1)
     return (
-        f"fp32 vs {values['amp']}, {values['epochs']} epoch{'s' if values['epochs'] != 1 else ''}, "
+        f"fp32 vs {values['amp']}{f' x{pairs}' if pairs > 1 else ''}, "
+        f"{values['epochs']} epoch{'s' if values['epochs'] != 1 else ''}, "
         f"batch {values['batch_size']}, {subset_name(values['subset'])} {values['data']} images, "
         f"{values['loader']} loader, width {values['width']}"
         + (", channels_last" if values["channels_last"] else "")
@@ -126,8 +135,10 @@ def describe(values: dict) -> str:
 
 
 def comparison_spec(values: dict) -> JobSpec:
-    """The job the Run button submits: the fp32 baseline and the chosen mode, one after the other."""
-    return JobSpec(kind="compare", runs=run_configs(values, values["amp"]), label=describe(values))
+    """The job the Run button submits: the fp32 baseline and the chosen mode, one after the other, then again
+    alternately (A B A B) for `repeats` pairs; one pair where the values do not say (the quick demo)."""
+    runs = [run for _ in range(values.get("repeats", 1)) for run in run_configs(values, values["amp"])]
+    return JobSpec(kind="compare", runs=runs, label=describe(values))
 
 
 def quick_demo_spec(report: HardwareReport, settings: Settings) -> JobSpec:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from trainer.comparison_table import MEMORY_SHORT_NAMES
 from trainer.results import RunResult, SpeedupInterval, compare
 from trainer.timing_quality import is_noisy
@@ -34,22 +36,31 @@ def differences(baseline: RunResult, candidate: RunResult) -> list[str]:
     ]
 
 
-def uncertainty(baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None) -> str | None:
-    """Why the measured speedup cannot be taken as a fact (a noisy run, pairs that disagree), or None."""
-    noisy = [run for run in (baseline, candidate) if is_noisy(run.timing_quality)]
+def uncertainty(
+    baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None, runs: Sequence[RunResult] = ()
+) -> str | None:
+    """Why the measured speedup cannot be taken as a fact (a noisy run, pairs that disagree), or None. `runs`:
+    every run of a repeated comparison in the order they ran, each checked (the pair alone when empty)."""
+    checked = list(runs) or [baseline, candidate]
+    noisy = [(index, run) for index, run in enumerate(checked) if is_noisy(run.timing_quality)]
+    if noisy and len(checked) <= 2:
+        return "; ".join(f"the {run.precision} run's timing was noisy ({run.timing_quality['reasons'][0]})"
+                         for _, run in noisy)
     if noisy:
-        why = "; ".join(f"the {run.precision} run's timing was noisy ({run.timing_quality['reasons'][0]})"
-                        for run in noisy)
-        return why
+        index, first = noisy[0]
+        return (f"the timing of {len(noisy)} of the {len(checked)} runs was noisy (pair {index // 2 + 1}'s "
+                f"{first.precision} run: {first.timing_quality['reasons'][0]})")
     if interval is not None and interval.straddles_one:
         return (f"over {interval.pairs} alternating pairs the speedup ranged from {interval.low:.2f}x to "
                 f"{interval.high:.2f}x, so the runs disagree on which mode is faster")
     return None
 
 
-def interpret(baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None) -> str:
-    """The sentence a teacher would say on seeing these two runs side by side (with `interval`, over repeated
-    pairs: `baseline` and `candidate` are then the pair with the median speedup)."""
+def interpret(
+    baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None, runs: Sequence[RunResult] = ()
+) -> str:
+    """The sentence a teacher would say on seeing these two runs side by side (with `interval` and `runs`, over
+    repeated pairs: `baseline` and `candidate` are then the pair with the median speedup)."""
     comparison = compare(baseline, candidate)
     speedup = comparison.speedup if interval is None else interval.median
     name = candidate.precision
@@ -65,7 +76,7 @@ def interpret(baseline: RunResult, candidate: RunResult, interval: SpeedupInterv
             f"These runs are too short to time reliably ({candidate.total_steps} steps): one-off start-up costs "
             "of the first steps dominate them; train on more images or for more epochs before drawing conclusions."
         )
-    elif (why := uncertainty(baseline, candidate, interval)) is not None:
+    elif (why := uncertainty(baseline, candidate, interval, runs)) is not None:
         sentence = (
             f"The speedup is uncertain: {why}. The {speedup:.2f}x measured here may be down to the machine's "
             "load rather than to precision; run the comparison again when the machine is quiet, or with repeats."
