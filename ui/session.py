@@ -4,6 +4,7 @@ and careful reading of values that arrive through session state or the address b
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Sequence
 
 import streamlit as st
@@ -24,6 +25,8 @@ from ui.identity import LINK_PARAM, current_learner, private_link_token, rename,
 
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
 INSTRUCTOR_KEY = "amp_lab_instructor"
+CANCEL_PARAM = "cancel"  # ?cancel=<job id> on any page
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the job manager's ids are 32 hex digits; never echo anything else
 _HARDWARE_CHILD = (
     "import json; from trainer.environment import hardware_report; "
     "print(json.dumps(hardware_report('cuda').to_dict()))"
@@ -126,7 +129,7 @@ def active_jobs() -> list[JobView]:
 
 def learner_panel() -> None:
     """In the sidebar: who this learner is, a way to change the name, their private bookmark link, and the
-    instructor's sign-in."""
+    instructor's sign-in; above the page, the answer to a cancel link."""
     me = learner()
     with st.sidebar:
         st.caption(f"You are **{me.display_name}**" + (" · instructor" if is_instructor() else ""))
@@ -140,6 +143,35 @@ def learner_panel() -> None:
                 st.code(f"?{LINK_PARAM}={token}", language=None)
             if _password_gate().enabled and not is_instructor():
                 _instructor_sign_in()
+    cancel_from_link()
+
+
+def cancel_from_link() -> None:
+    """`?cancel=<job id>` on any page: cancel the job if it is this learner's (or for the instructor) and say so in
+    one line; another learner's job gets a one-line refusal that tells nothing about it. The parameter is then
+    removed, so that a reload does not repeat it."""
+    if CANCEL_PARAM not in st.query_params:
+        return
+    job_id = st.query_params.get(CANCEL_PARAM, "")
+    del st.query_params[CANCEL_PARAM]
+    if not _JOB_ID.fullmatch(job_id):
+        st.error("That cancel link holds no job id (`?cancel=` then the job's id); nothing was cancelled.")
+        return
+    manager = get_job_manager()
+    job = manager.get(job_id)
+    if job is None:
+        st.error(f"There is no job `{job_id}` on this server; nothing was cancelled.")
+        return
+    mine = job.session_id == learner_id()
+    if not mine and not is_instructor():
+        st.error(f"Job `{job_id}` is not yours: only its owner or the instructor can cancel it.")
+        return
+    if not (manager.cancel(job_id, learner_id()) if mine else manager.cancel_any(job_id)):
+        st.info(f"Job `{job_id}` has already ended; there is nothing to cancel.")
+    elif manager.get(job_id).status == "cancelled":
+        st.success(f"Job `{job_id}` ({job.label or job.kind}) is cancelled: it had not started.")
+    else:
+        st.success(f"Job `{job_id}` ({job.label or job.kind}) is being cancelled: it stops within seconds.")
 
 
 # ---- the instructor ------------------------------------------------------------------------------------------

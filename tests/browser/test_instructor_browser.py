@@ -1,0 +1,149 @@
+"""The instructor and two learners in three browsers: a learner's cancel link cannot touch another's job; the
+instructor signs in, sees the whole queue by display name, cancels a job and downloads the class's CSV."""
+
+import csv
+import time
+
+from playwright.sync_api import expect
+
+from server.history import HistoryStore
+from server.identity import LearnerStore
+from server.records import JobView
+
+from .test_app_browser import (
+    DONE,
+    SYNTHETIC_RUN_TIMEOUT_MS,
+    assert_no_exception,
+    choose_tiny_comparison,
+    click_nav,
+    heading,
+    open_experiment,
+    wait_until_idle,
+)
+from .test_learners_browser import who
+
+PASSWORD = "a long classroom secret"
+REFUSAL = "is not yours: only its owner or the instructor can cancel it."
+
+
+def sidebar(page):
+    return page.locator('[data-testid="stSidebar"]')
+
+
+def display_name(page) -> str:
+    return who(page).removeprefix("You are").strip()
+
+
+def sign_in(page, password: str) -> None:
+    """The sidebar's instructor sign-in, inside the "Change name or bookmark" popover."""
+    password_box = page.get_by_label("Instructor password")
+    if not password_box.is_visible():
+        sidebar(page).get_by_text("Change name or bookmark").click()
+    password_box.fill(password)
+    page.get_by_role("button", name="Open the instructor console").click()
+    wait_until_idle(page)
+
+
+def navigation(page) -> list[str]:
+    """Every page title in the sidebar's navigation (after closing the popover and showing the whole list)."""
+    page.keyboard.press("Escape")
+    view_more = page.locator('[data-testid="stSidebarNavViewButton"]', has_text="more")
+    if view_more.count():
+        view_more.click()
+    links = page.locator('[data-testid="stSidebarNav"]').get_by_role("link")
+    links.first.wait_for()
+    return [text.strip() for text in links.all_inner_texts()]
+
+
+def queue_entries(page, name: str):
+    """The console's queue rows (text and a Cancel button, side by side) of a learner's jobs."""
+    rows = page.locator('[data-testid="stHorizontalBlock"]').filter(has=page.get_by_role("button", name="Cancel"))
+    return rows.filter(has_text=f"{name} · ")
+
+
+def jobs_of(store: HistoryStore, name: str) -> list[JobView]:
+    """A learner's jobs, oldest first, as the server recorded them."""
+    (learner_id,) = [i for i, n in LearnerStore(store).names().items() if n == name]
+    return list(reversed(store.list_jobs(session_id=learner_id)))
+
+
+def wait_until(check, what: str, timeout_s: float = SYNTHETIC_RUN_TIMEOUT_MS / 1000) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, f"still waiting after {timeout_s:.0f} s for {what}"
+        time.sleep(1)
+
+
+def run_tiny(page) -> None:
+    page.get_by_role("button", name="Run", exact=True).click()
+    wait_until_idle(page)
+
+
+def test_a_learner_cannot_cancel_anothers_job_and_the_instructor_runs_the_room(
+    new_page, fresh_server, tmp_path, screenshot
+):
+    with fresh_server(env_extra={"AMP_LAB_INSTRUCTOR_PASSWORD": PASSWORD}) as url:
+        store = HistoryStore(tmp_path / "state" / "history.sqlite3")
+        ada, bob, teacher = new_page("-ada"), new_page("-bob"), new_page("-instructor")
+
+        # The instructor first: a wrong password is one line and no console in the navigation.
+        teacher.goto(url)
+        wait_until_idle(teacher)
+        sign_in(teacher, "not the password")
+        expect(teacher.get_by_text("Wrong password.", exact=True)).to_be_visible()
+        assert teacher.get_by_text("Wrong password.", exact=True).count() == 1
+        assert "Instructor console" not in navigation(teacher)
+        sign_in(teacher, PASSWORD)
+        assert "Instructor console" in navigation(teacher)
+        click_nav(teacher, "Instructor console", "instructor")
+        heading(teacher, "Instructor console").wait_for()
+        wait_until_idle(teacher)
+        assert_no_exception(teacher)
+
+        for learner in (ada, bob):
+            open_experiment(learner, url)
+            choose_tiny_comparison(learner)
+        a_name, b_name = display_name(ada), display_name(bob)
+        assert a_name != b_name
+        run_tiny(ada)
+        ada.locator('[data-testid="stProgress"]').first.wait_for()
+        run_tiny(bob)
+        run_tiny(bob)  # a second comparison waits behind the first: the one the instructor will cancel
+        (a_job,) = jobs_of(store, a_name)
+        b_first, b_second = jobs_of(store, b_name)
+
+        # The second learner posts the first's job id: refused in one line that tells nothing about the job.
+        bob.goto(f"{url}/run?cancel={a_job.id}")
+        wait_until_idle(bob)
+        assert_no_exception(bob)
+        refusal = bob.get_by_text(REFUSAL)
+        expect(refusal).to_have_text(f"Job {a_job.id} {REFUSAL}")
+        assert a_name not in refusal.inner_text()
+        bob.wait_for_url(lambda address: "cancel=" not in address)  # so a reload does not post it again
+        assert store.get_job(a_job.id).status in ("queued", "running", "done")
+        expect(ada.get_by_text("This job was cancelled")).to_have_count(0)
+        screenshot(bob, "-refused")
+
+        # The instructor's console shows both learners' jobs by name, and cancels the second one's spare job.
+        expect(queue_entries(teacher, a_name)).to_have_count(1)
+        expect(queue_entries(teacher, b_name)).to_have_count(2)
+        screenshot(teacher, "-queue")
+        queue_entries(teacher, b_name).last.get_by_role("button", name="Cancel").click()
+        wait_until(lambda: store.get_job(b_second.id).status == "cancelled", "the instructor's cancel", 60)
+        assert store.get_job(b_second.id).error.startswith("cancelled by the instructor")
+
+        # Both learners' comparisons finish; the class's CSV holds a row for each.
+        ada.get_by_text(DONE).wait_for(timeout=SYNTHETIC_RUN_TIMEOUT_MS)
+        wait_until(lambda: store.get_job(b_first.id).status == "done", "the second learner's comparison")
+        assert store.get_job(a_job.id).status == "done"
+        click_nav(teacher, "History", "history")  # not a reload: the password sign-in lasts for this session only
+        click_nav(teacher, "Instructor console", "instructor")
+        wait_until_idle(teacher)
+        assert_no_exception(teacher)
+        screenshot(teacher, "-class")
+        with teacher.expect_download() as download:
+            teacher.get_by_role("button", name="The class's results (CSV)").click()
+        with open(download.value.path(), newline="") as handle:
+            rows = list(csv.DictReader(handle))
+        assert sorted(row["learner"] for row in rows) == sorted([a_name, b_name])
+        assert {row["job"] for row in rows} == {a_job.id, b_first.id}
