@@ -52,6 +52,9 @@ NO_GPU = "no GPU"
 RESERVE_PER_STEP_S = 20.0  # kept back for each later step, so one slow step cannot starve all the others
 MIN_STEP_S = 10.0  # a step given less than this is skipped as out of time rather than started
 EXIT_OK, EXIT_STEP_FAILED, EXIT_BAD_ARGUMENTS = 0, 1, 2
+# Step 3's modes: the lab's own baseline first (fp32 as PyTorch defaults, as its script runs), then the trainer's others.
+LAB_BASELINE = "fp32-default"
+LAB_MODES = (LAB_BASELINE, *(mode for mode in PRECISIONS if mode != LAB_BASELINE))
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def make_plan(quick: bool, device_type: str) -> Plan:
     if not quick:
         return Plan(
             name="full", budget_s=540.0,
-            step_caps_s={"environment": 60, "cuda_tests": 150, "lab_workload": 210, "memory": 120,
+            step_caps_s={"environment": 60, "cuda_tests": 150, "lab_workload": 240, "memory": 120,
                          "benchmark": 150, "app": 120},
             lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5,
             lab_dataloader_modes=None, workers=4,
@@ -253,8 +256,8 @@ class Kit:
                                     "test_subset": plan.lab_test_subset, "batch_size": plan.lab_batch_size,
                                     "warmup_steps": plan.lab_warmup_steps, "workers": plan.workers},
                        "rows": rows}
-        runs = [("resident", precision) for precision in PRECISIONS]
-        runs += [("dataloader", precision) for precision in PRECISIONS
+        runs = [("resident", precision) for precision in LAB_MODES]
+        runs += [("dataloader", precision) for precision in LAB_MODES
                  if plan.lab_dataloader_modes is None or precision in plan.lab_dataloader_modes]
         runs_left = len(runs)
         # The resident loader first: its runs are short, so the GPU's own figures are in even if time runs out.
@@ -277,6 +280,10 @@ class Kit:
                 row["speedup_vs_fp32"] = comparison.speedup
                 row["throughput_vs_fp32"] = comparison.throughput_speedup
                 row["memory_saved_pct"] = comparison.memory_reduction_pct
+            # The lab's own figure: against its baseline as its script runs, TF32 convolutions and all.
+            lab_baseline = self.lab_results.get((LAB_BASELINE, row["loader"]))
+            if result is not None and lab_baseline is not None and row["precision"] != LAB_BASELINE:
+                row["speedup_vs_lab_baseline"] = compare(lab_baseline, result).speedup
         return _worst(rows)
 
     @staticmethod
@@ -492,6 +499,8 @@ def _md_environment(data: dict) -> list[str]:
         ("warnings while reading them", "; ".join(data.get("tf32_defaults", {}).get("warnings", [])
                                                   + data.get("warnings", [])) or "none"),
         ("modes this device runs", ", ".join(data.get("modes", {}).get("supported", []))),
+        ("modes that compute exactly as another here", ", ".join(
+            f"{mode} = {other}" for mode, other in data.get("modes", {}).get("same_as", {}).items()) or "none"),
         ("Python", env.get("python_version")),
     ]
     return ["| | |", "|---|---|"] + [f"| {k} | {_cell(str(v))} |" for k, v in rows]
@@ -514,22 +523,26 @@ def _md_lab(data: dict) -> list[str]:
     lines = [
         (f"Synthetic CIFAR-shaped data, {subset} training images, {s['epochs']} epoch(s), batch {s['batch_size']}, "
          f"first {s['warmup_steps']} step(s) left out of images/s, each run `python -m trainer run` in a fresh "
-         "process. Speedup: fp32's total time over this run's, same loader."),
+         "process. Speedup: fp32's total time over this run's, same loader; \"vs fp32-default\" over the lab's "
+         "baseline as its script runs (fp32 as PyTorch defaults). TF32 conv/matmul: the switches the run recorded "
+         "(CUDA's switches: on a CPU they change nothing)."),
         "",
-        ("| mode | loader | status | total time | images/s | vs fp32 | PyTorch allocated | PyTorch reserved | "
-         "device used (NVML) | RSS growth | accuracy | skipped steps |"),
-        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ("| mode | loader | status | total time | images/s | vs fp32 | vs fp32-default | TF32 conv/matmul "
+         "| PyTorch allocated | PyTorch reserved | device used (NVML) | RSS growth | accuracy | skipped steps |"),
+        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in data["rows"]:
         if r["status"] != "ok":
             lines.append(f"| {r['precision']} | {r['loader']} | {r['status']}: {_cell(r.get('reason') or '')} "
-                         "| | | | | | | | | |")
+                         "| | | | | | | | | | | |")
             continue
         mem = r["peak_memory"]
         speed = f"{r['speedup_vs_fp32']:.2f}x" if r.get("speedup_vs_fp32") else ""
+        lab_speed = f"{r['speedup_vs_lab_baseline']:.2f}x" if r.get("speedup_vs_lab_baseline") else ""
         lines.append(
             f"| {r['precision']} | {r['loader']} | ok | {r['total_time_s']:.1f} s | {_num(r['steady_images_per_s'])} "
-            f"| {speed} | {_mib(mem.get('torch_max_allocated'))} | {_mib(mem.get('torch_max_reserved'))} "
+            f"| {speed} | {lab_speed} | {_tf32(r.get('tf32_flags') or {})} "
+            f"| {_mib(mem.get('torch_max_allocated'))} | {_mib(mem.get('torch_max_reserved'))} "
             f"| {_mib(mem.get('nvml_device_used'))} | {_mib(mem.get('process_rss_growth'))} "
             f"| {_pct(r['test_accuracy'])} | {r['skipped_steps']} |"
         )
@@ -660,6 +673,12 @@ def _write_atomic(path: Path, text: str) -> None:
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _tf32(flags: dict) -> str:
+    """'on/off': TF32 for convolutions, then for matmuls, as a run recorded them."""
+    words = {True: "on", False: "off"}
+    return "/".join(words.get(flags.get(key), "?") for key in ("cudnn_allow_tf32", "cuda_matmul_allow_tf32"))
 
 
 def _mib(n_bytes) -> str:

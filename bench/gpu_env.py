@@ -117,7 +117,7 @@ def gather(device_type: str) -> dict:
         facts["environment"] = capture_environment(device)
         facts["hardware"] = hardware_report(device).to_dict()
         support = mode_support(DeviceFacts.of(device))
-    facts["modes"] = {"supported": list(support.supported), "refused": support.refused}
+    facts["modes"] = {"supported": list(support.supported), "refused": support.refused, "same_as": support.same_as}
     facts["warnings"] = [f"{w.category.__name__}: {w.message}" for w in caught]
     return facts
 

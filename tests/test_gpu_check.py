@@ -18,6 +18,7 @@ import pytest
 from bench.cuda_only import is_gpu_only
 from bench.gpu_check import (
     JSON_NAME,
+    LAB_MODES,
     MD_NAME,
     NO_GPU,
     STEPS,
@@ -70,11 +71,23 @@ def test_quick_cpu_run_counts_the_training_steps_its_plan_asks_for(quick_cpu_run
     ran = [r for r in lab["data"]["rows"] if r["status"] == "ok"]
     assert {r["precision"] for r in lab["data"]["rows"] if r["status"] == "skipped"} >= {"tf32"}  # GPU-only
     assert len(lab["data"]["rows"]) == len(PRECISIONS) + len(plan["lab_dataloader_modes"])
+    assert [r["precision"] for r in lab["data"]["rows"]][:len(LAB_MODES)] == list(LAB_MODES)
+    lab_baseline = next(r for r in ran if r["precision"] == "fp32-default")  # runs on a CPU too, with a note
+    assert set(lab_baseline["tf32_flags"]) == {"cuda_matmul_allow_tf32", "cudnn_allow_tf32"}
+    strict = next(r for r in ran if (r["precision"], r["loader"]) == ("fp32", "resident"))
+    assert strict["tf32_flags"] == {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": False}
+    assert strict["speedup_vs_lab_baseline"] > 0
     per_run = math.ceil(plan["lab_subset"] / plan["lab_batch_size"]) * plan["lab_epochs"]
     assert lab["counts"] == {"processes": len(ran), "train_steps": per_run * len(ran),
                              "train_images": plan["lab_subset"] * plan["lab_epochs"] * len(ran)}
     app = next(s for s in report["steps"] if s["name"] == "app")
     assert app["data"]["page"]["charts"] > 0 and not app["data"]["page"]["exceptions"]
+
+
+def test_the_lab_workload_runs_the_labs_own_baseline_first_then_every_other_mode():
+    # issue 15: fp32 as PyTorch defaults, strict fp32, tf32, amp-fp16, amp-bf16
+    assert LAB_MODES == ("fp32-default", "fp32", "tf32", "amp-fp16", "amp-bf16")
+    assert set(LAB_MODES) == set(PRECISIONS)
 
 
 def test_the_full_plan_is_the_labs_setting_and_fits_one_device_command():
