@@ -1,28 +1,33 @@
 """A simulated class: N learners each submit one tiny comparison through the real job manager, at once.
 
-    python -m bench.class_sim --learners N --backend local|ray [--workers K] [--fake-gpus G] [--json PATH]
+    python -m bench.class_sim --learners N --backend local|ray [--workers K] [--fake-gpus G] [--nodes N] [--json PATH]
 
 Every run is a real training run in its own process (synthetic data, a few seconds each); only the learners are
 simulated. Prints and writes one JSON object: learners, submitted, finished, failed, lost (submitted but never
 final), duplicated (a run executed more than once), max_concurrent_runs (from the runs' own start and end: the
 child's start to the runner's return), makespan_s (first submit to last final state), first_progress_s (first
-submit to the first progress line of any job: what a learner waits on an empty queue) and backend.
+submit to the first progress line of any job: what a learner waits on an empty queue), backend, workers, the
+1-minute load average at the end and (ray) nodes.
 
 `--backend local` runs the embedded workers, as the app does (each run's process started ahead; `--no-prestart`
 starts it at the run, and `--warm-s` is how long the server is up before the learners come): one worker on a CPU
-unless `--workers K` asks for more (timings then share the cores). `--backend ray` starts a local Ray with `--fake-gpus G` GPU resources (runs still on the CPU), or
-joins the cluster at `--ray-address`, and gives each run to Ray as a task.
+unless `--workers K` asks for more (timings then share the cores). `--backend ray` starts a local Ray with
+`--fake-gpus G` GPU resources (runs still on the CPU), or with `--nodes N` a local cluster of N separate Ray nodes
+(each with G fake GPUs, default 1), or joins the cluster at `--ray-address`, and gives each run to Ray as a task;
+as in the app, the workers follow the cluster's GPUs unless `--workers K` fixes them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from server.devices import Slot
@@ -94,12 +99,21 @@ def tiny_compare(learner: int) -> JobSpec:
 
 
 def simulate(
-    learners: int, runner, slots: list[Slot], backend: str, state_dir: str, timeout_s: float, warm_s: float = 0.0
+    learners: int,
+    runner,
+    slots: list[Slot] | None,
+    backend: str,
+    state_dir: str,
+    timeout_s: float,
+    warm_s: float = 0.0,
+    cluster_slots: Callable[[], list[Slot]] | None = None,
 ) -> dict:
-    """Submit one comparison per learner from N threads at once and wait for every job to end (or the timeout)."""
+    """Submit one comparison per learner from N threads at once and wait for every job to end (or the timeout).
+    The workers are `slots`, or (None) follow `cluster_slots` as in the app."""
     settings = Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_session=1)
     log = RunLog(runner)
-    manager = JobManager(settings, runner=log, device_type="cpu", slots=slots)
+    manager = JobManager(settings, runner=log, device_type="cpu", slots=slots, cluster_slots=cluster_slots)
+    slots = manager.slots
     if isinstance(runner, PrestartedRunner):
         for slot in slots:
             runner.prestart(slot.env)
@@ -147,6 +161,7 @@ def simulate(
         "first_progress_s": round(log.first_progress - started, 2) if log.first_progress else None,
         "backend": backend,
         "workers": len(slots),
+        "load_1min": round(os.getloadavg()[0], 1),  # other work on the machine stretches every run
         "refused": refused,
         "errors": sorted({v.error for v in final if v.error}),
     }
@@ -157,9 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learners", type=int, default=6, help="simulated learners, one comparison each")
     parser.add_argument("--backend", choices=("local", "ray"), default="local", help="embedded workers or Ray tasks")
     parser.add_argument("--workers", type=int, default=None,
-                        help="parallel workers (local: default 1; ray: default the cluster's GPUs or nodes)")
+                        help="parallel workers (local: default 1; ray: default the cluster's GPUs or nodes,"
+                        " followed as they change)")
     parser.add_argument("--fake-gpus", type=int, default=None,
                         help="ray: start a local Ray with this many fake GPU resources; local: that many workers")
+    parser.add_argument("--nodes", type=int, default=None,
+                        help="ray: start a local cluster of this many separate nodes, each with --fake-gpus GPUs (1)")
     parser.add_argument("--ray-address", default=None, help="ray: join this cluster instead of starting one")
     parser.add_argument("--no-prestart", action="store_true", help="local: start each run's process at the run")
     parser.add_argument("--warm-s", type=float, default=20.0,
@@ -169,30 +187,48 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.learners < 1:
         parser.error("--learners must be at least 1")
+    if args.nodes is not None and (args.nodes < 1 or args.backend != "ray" or args.ray_address):
+        parser.error("--nodes needs --backend ray without --ray-address, and at least 1")
 
-    cleanup = None
-    if args.backend == "local":
-        count = args.workers or args.fake_gpus or 1
-        slots = [Slot("cpu")] if count == 1 else [Slot(f"worker {n}") for n in range(count)]
-        runner = run_isolated if args.no_prestart else PrestartedRunner()
-    else:
-        from server.ray_runner import RayRunner  # Ray is imported only on this path
-
-        runner = RayRunner.start(args.ray_address, fake_gpus=args.fake_gpus)
-        slots = runner.slots(args.workers)
-        cleanup = runner.close
+    cleanups: list[Callable[[], None]] = []
     try:
+        runner, slots, follow = _backend(args, cleanups)
         with tempfile.TemporaryDirectory(prefix="amp-lab-class-sim-") as state_dir:
             warm_s = args.warm_s if args.backend == "local" and not args.no_prestart else 0.0
-            figures = simulate(args.learners, runner, slots, args.backend, state_dir, args.timeout, warm_s)
+            figures = simulate(args.learners, runner, slots, args.backend, state_dir, args.timeout, warm_s, follow)
+        if args.backend == "ray":
+            figures["nodes"] = runner.nodes
     finally:
-        if cleanup is not None:
+        for cleanup in reversed(cleanups):
             cleanup()
     text = json.dumps(figures, indent=2)
     print(text)
     if args.json is not None:
         args.json.write_text(text + "\n")
     return 0 if figures["finished"] == figures["learners"] and not figures["duplicated"] else 1
+
+
+def _backend(args: argparse.Namespace, cleanups: list[Callable[[], None]]):
+    """The runner, the fixed workers (or None) and what they follow (or None); what to stop goes into `cleanups`."""
+    if args.backend == "local":
+        count = args.workers or args.fake_gpus or 1
+        slots = [Slot("cpu")] if count == 1 else [Slot(f"worker {n}") for n in range(count)]
+        return (run_isolated if args.no_prestart else PrestartedRunner()), slots, None
+    from server.ray_runner import LocalCluster, RayRunner  # Ray is imported only on this path
+
+    address = args.ray_address
+    if args.nodes:
+        gpus = 1 if args.fake_gpus is None else args.fake_gpus
+        cluster = LocalCluster(gpus=gpus)
+        cleanups.append(cluster.shutdown)
+        for _ in range(args.nodes - 1):
+            cluster.add_node(gpus=gpus)
+        address = cluster.address
+    runner = RayRunner.start(address, fake_gpus=args.fake_gpus)
+    cleanups.append(runner.close)
+    if args.workers:
+        return runner, runner.slots(args.workers), None
+    return runner, None, runner.slots
 
 
 if __name__ == "__main__":

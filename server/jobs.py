@@ -1,4 +1,6 @@
 """The shared server's job queue: one worker thread per GPU (one on a CPU server) takes learners' jobs in order.
+On a Ray cluster the workers follow the cluster: re-read every RESIZE_EVERY_S, they grow as nodes join, and shrink
+as they leave (a surplus worker finishes its job first).
 
 Each run of a job goes through a runner (by default `trainer.isolated.PrestartedRunner`: a fresh subprocess per run,
 started and imported ahead), so a crash, an out-of-memory error or a kill from outside ends only that job.
@@ -14,8 +16,8 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Callable
 
 from server.batch_probe import probe_max_batch
 from server.devices import Slot, server_slots
@@ -35,6 +37,9 @@ log = logging.getLogger(__name__)
 # Finished jobs kept in memory for live pages; older ones are read back from the history store.
 FINISHED_KEPT_IN_MEMORY = 500
 SHUTDOWN_REASON = "interrupted because the server shut down; submit the job again"
+# How often a manager that follows a cluster asks it how many runs it holds: one small query to the cluster's
+# control store, so a joining node gets its first job within a few seconds.
+RESIZE_EVERY_S = 5.0
 
 
 @dataclass
@@ -80,7 +85,11 @@ class _Job:
 
 
 class JobManager:
-    """One FIFO queue and one worker thread per slot (a GPU, or the CPU); every change goes to the history."""
+    """One FIFO queue and one worker thread per slot (a GPU, or the CPU); every change goes to the history.
+
+    `slots` fixes the workers; `cluster_slots` (a Ray cluster's, by default with `ray_address`) is asked for them
+    again every `resize_every_s`, and the workers follow it.
+    """
 
     def __init__(
         self,
@@ -91,6 +100,8 @@ class JobManager:
         device_type: str | None = None,
         prober: Callable | None = None,
         slots: list[Slot] | None = None,
+        cluster_slots: Callable[[], list[Slot]] | None = None,
+        resize_every_s: float = RESIZE_EVERY_S,
     ):
         self.settings = settings
         self.store = store if store is not None else HistoryStore(settings.history_path)
@@ -99,10 +110,10 @@ class JobManager:
 
             runner = RayRunner.start(settings.ray_address)
             device_type = device_type or runner.device_type
-            slots = slots if slots is not None else runner.slots()
+            cluster_slots = cluster_slots or runner.slots
         self.device_type = device_type or resolve_device_type(settings.device)
-        prestarted = PrestartedRunner() if runner is None else None
-        self._runner = runner or prestarted
+        self._prestarted = PrestartedRunner() if runner is None else None
+        self._runner = runner or self._prestarted
         self._prober = prober
         self._cond = threading.Condition(threading.RLock())
         self._jobs: dict[str, _Job] = {}
@@ -111,16 +122,20 @@ class JobManager:
         self._stopping = False
         self._paused = False
         self.interrupted_at_start = self.store.mark_interrupted()
-        self.slots = slots if slots is not None else server_slots(self.device_type, settings.gpus)
-        self._workers = [
-            threading.Thread(target=self._work, args=(slot,), name=f"amp-lab-jobs-{slot.label}", daemon=True)
-            for slot in self.slots
-        ]
-        for worker in self._workers:
-            worker.start()
-        if prestarted is not None:
+        follow = cluster_slots if slots is None else None  # given slots fix the workers
+        if slots is None:
+            slots = follow() if follow is not None else server_slots(self.device_type, settings.gpus)
+        self.slots = list(slots)  # replaced, never changed in place, when the cluster changes
+        self._workers: dict[str, threading.Thread] = {}  # slot label -> its worker, until the slot goes
+        with self._cond:
             for slot in self.slots:
-                prestarted.prestart(slot.env)  # the first job on each worker starts training at once too
+                self._start_worker(slot)
+        self._follower = None
+        if follow is not None:
+            self._follower = threading.Thread(
+                target=self._follow, args=(follow, resize_every_s), name="amp-lab-jobs-capacity", daemon=True
+            )
+            self._follower.start()
 
     # ---- what sessions call -------------------------------------------------------------------
 
@@ -235,20 +250,63 @@ class JobManager:
             for job in self._running.values():
                 job.cancel.set()
             self._cond.notify_all()
+            threads = [*self._workers.values(), *([self._follower] if self._follower else [])]
         if isinstance(self._runner, PrestartedRunner):
             self._runner.close()
         if wait:
-            for worker in self._workers:
-                worker.join(timeout)
+            for thread in threads:
+                thread.join(timeout)
 
     # ---- the worker ---------------------------------------------------------------------------
 
-    def _work(self, slot: Slot) -> None:
+    def _start_worker(self, slot: Slot) -> None:
+        worker = threading.Thread(target=self._work, args=(slot.label,), name=f"amp-lab-jobs-{slot.label}", daemon=True)
+        self._workers[slot.label] = worker
+        worker.start()
+        if self._prestarted is not None:
+            self._prestarted.prestart(slot.env)  # the first job on each worker starts training at once too
+
+    def _follow(self, cluster_slots: Callable[[], list[Slot]], every_s: float) -> None:
+        """Ask the cluster for its slots every `every_s` (outside the lock: it is a network call) until shutdown."""
         while True:
             with self._cond:
-                while (not self._queue or self._paused) and not self._stopping:
+                if self._cond.wait_for(lambda: self._stopping, timeout=every_s):
+                    return
+            try:
+                slots = cluster_slots()
+            except Exception:  # a cluster that does not answer for a moment keeps the workers it had
+                log.warning("could not read the cluster's size; keeping %d worker(s)", len(self.slots), exc_info=True)
+                continue
+            self._resize(slots)
+
+    def _resize(self, slots: list[Slot]) -> None:
+        """Take the cluster's slots as they are now: a worker for each new one; a worker whose slot has gone leaves
+        when it next looks for work, so a running job is never stopped by a node joining or leaving."""
+        with self._cond:
+            if self._stopping or slots == self.slots:
+                return
+            log.info("the cluster now runs %d job(s) at once (was %d)", len(slots), len(self.slots))
+            self.slots = list(slots)
+            for slot in self.slots:
+                if slot.label not in self._workers:
+                    self._start_worker(slot)
+            self._cond.notify_all()  # idle surplus workers leave now
+
+    def _slot(self, label: str) -> Slot | None:
+        return next((slot for slot in self.slots if slot.label == label), None)
+
+    def _has_work(self) -> bool:
+        return bool(self._queue) and not self._paused
+
+    def _work(self, label: str) -> None:
+        while True:
+            with self._cond:
+                while (slot := self._slot(label)) is not None and not self._stopping and not self._has_work():
                     self._cond.wait()
                 if self._stopping:
+                    return
+                if slot is None:
+                    del self._workers[label]
                     return
                 job = self._jobs[self._queue.popleft()]
                 job.status = "running"

@@ -3,6 +3,8 @@
 Imported only when the instructor sets `ray_address` (or the class simulator picks Ray): nothing else imports
 `ray`. The queue, limits and history stay in the app, which is the Ray driver; each run is one Ray task that
 starts the run's own fresh process on its node (`trainer.isolated`) and streams its progress back as a generator.
+How many runs go at once is read from the cluster again every few seconds (`RayRunner.slots`), so nodes can join
+and leave while the class works.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import ray
 import ray.exceptions
+from ray._private import ray_constants
 
 from server.devices import Slot
 from trainer.config import RunConfig
@@ -22,6 +25,7 @@ from trainer.isolated import TERMINATE_GRACE_S, RunOutcome, run_isolated
 from trainer.progress import Progress
 
 POLL_S = 0.1
+LOOPBACK = "127.0.0.1"
 # A cancelled task first stops its run itself (terminate, then kill after TERMINATE_GRACE_S); Ray kills the worker
 # only after this, and the run's process then notices its parent is gone and ends its own group.
 FORCE_CANCEL_AFTER_S = TERMINATE_GRACE_S + 1.0
@@ -68,14 +72,10 @@ class RayRunner:
     node's CPUs each on a CPU cluster (one run per node, so timings stay clean)."""
 
     def __init__(self):
-        resources = ray.cluster_resources()
-        self.gpus = int(resources.get("GPU", 0))
-        self.device_type = "cuda" if self.gpus else "cpu"
-        if self.gpus:
-            self._options = {"num_gpus": 1, "num_cpus": 1}
-        else:
-            cpus = [node["Resources"].get("CPU", 1) for node in ray.nodes() if node.get("Alive")]
-            self._options = {"num_cpus": min(cpus) if cpus else 1}
+        nodes = _alive_nodes()
+        # Fixed for the server's life: the jobs were checked against it when they were queued.
+        self.device_type = "cuda" if any(node.get("GPU") for node in nodes) else "cpu"
+        self._read(nodes)
 
     @classmethod
     def start(cls, address: str | None, fake_gpus: int | None = None) -> RayRunner:
@@ -84,20 +84,34 @@ class RayRunner:
         if address:
             ray.init(address=address, runtime_env=runtime_env, log_to_driver=False)
         else:
+            _loopback_only()
             ray.init(
                 num_cpus=os.cpu_count() or 1,
                 num_gpus=fake_gpus,
                 include_dashboard=False,
-                _node_ip_address="127.0.0.1",
+                _node_ip_address=LOOPBACK,
                 runtime_env=runtime_env,
                 log_to_driver=False,
             )
         return cls()
 
     def slots(self, workers: int | None = None) -> list[Slot]:
-        """One worker per GPU of the cluster (or per node on a CPU cluster), unless `workers` says how many."""
-        count = workers or self.gpus or sum(1 for node in ray.nodes() if node.get("Alive")) or 1
-        return [Slot(f"ray {n}") for n in range(count)]
+        """The job manager's workers as the cluster is now: one per GPU (on a CPU cluster, one per node), at least
+        one, unless `workers` fixes the count. The manager asks again every few seconds, so the count follows the
+        cluster; it is the one place that decides it."""
+        if not workers:
+            self._read(_alive_nodes())
+            workers = max(1, self.gpus if self.device_type == "cuda" else self.nodes)
+        return [Slot(f"ray {n}") for n in range(workers)]
+
+    def _read(self, nodes: list[dict]) -> None:
+        """Take the alive nodes' resources: the GPU and node counts and what one run asks of a node."""
+        self.gpus = int(sum(node.get("GPU", 0) for node in nodes))
+        self.nodes = len(nodes)
+        if self.device_type == "cuda":
+            self._options = {"num_gpus": 1, "num_cpus": 1}
+        else:
+            self._options = {"num_cpus": min((node.get("CPU", 1) for node in nodes), default=1)}
 
     def close(self) -> None:
         ray.shutdown()
@@ -138,6 +152,54 @@ class RayRunner:
                 except (StopIteration, ray.exceptions.RayError):
                     return
         ray.cancel(stream, force=True)
+
+
+class LocalCluster:
+    """A Ray cluster of several nodes on this machine, on loopback only, each node with its own fake GPUs (the runs
+    use the CPU): how the tests and the class simulator show the workers following nodes that join and leave.
+
+    The head (`gpus` fake GPUs) runs this process's driver and cannot be removed; `add_node` adds the others.
+    """
+
+    def __init__(self, gpus: int = 1):
+        from ray.cluster_utils import Cluster  # Ray's own multi-node test harness
+
+        _loopback_only()
+        head = {**_local_node(gpus), "include_dashboard": False}
+        self._cluster = Cluster(initialize_head=True, head_node_args=head)
+
+    @property
+    def address(self) -> str:
+        return self._cluster.address
+
+    def add_node(self, gpus: int = 1):
+        """Start one more node and wait until the cluster has registered it; returns it, for `remove_node`."""
+        return self._cluster.add_node(**_local_node(gpus))
+
+    def remove_node(self, node) -> None:
+        """Stop the node's processes, the runs on it included; the node tells the cluster as it stops (a machine that
+        loses power does not, and Ray notices it only by its health checks)."""
+        self._cluster.remove_node(node)
+
+    def shutdown(self) -> None:
+        """Stop every node; after the runner's `close`, which disconnects the driver."""
+        self._cluster.shutdown()
+
+
+def _loopback_only() -> None:
+    """Keep a Ray that this process starts on 127.0.0.1: unless told it runs no real cluster (its switch for laptops),
+    Ray swaps 127.0.0.1 for the machine's network address and listens on every interface."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # the node processes Ray starts from here
+    ray_constants.ENABLE_RAY_CLUSTER = False  # this process read the variable when it imported Ray
+
+
+def _local_node(gpus: int) -> dict:
+    return {"num_cpus": 1, "num_gpus": gpus, "node_ip_address": LOOPBACK}
+
+
+def _alive_nodes() -> list[dict]:
+    """Each alive node's resources (`ray.nodes()` also lists the dead ones)."""
+    return [node["Resources"] for node in ray.nodes() if node.get("Alive")]
 
 
 def _reason(err: Exception) -> str:

@@ -533,3 +533,63 @@ def test_the_default_runner_keeps_each_workers_next_process_started_ahead(settin
     finally:
         manager.shutdown(wait=True, timeout=WAIT_S)
     wait_until(lambda: waiting[0].poll() is not None, timeout=10)  # shutdown let it go
+
+
+class FakeCluster:
+    """Stands in for RayRunner.slots: one slot per GPU the cluster has now; None makes it fail to answer."""
+
+    def __init__(self, gpus: int | None):
+        self.gpus = gpus
+        self.asked = 0
+
+    def __call__(self) -> list[Slot]:
+        self.asked += 1
+        if self.gpus is None:
+            raise ConnectionError("the cluster did not answer")
+        return [Slot(f"ray {n}") for n in range(self.gpus)]
+
+
+def test_the_workers_follow_the_cluster_and_a_leaving_node_lets_its_job_finish(make_manager):
+    runner, cluster = FakeRunner(gated=True), FakeCluster(1)
+    manager = make_manager(runner, cluster_slots=cluster, resize_every_s=0.01)
+    ids = [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)]
+    wait_until(lambda: runner.active == 1)
+    cluster.gpus = 2  # a node joins: its worker takes the next job without waiting for the first to end
+    wait_until(lambda: runner.active == 2)
+    assert len(manager.slots) == 2 and manager.queue_length() == 2
+    cluster.gpus = 1  # a node leaves while both run: nothing is stopped, the surplus worker ends after its job
+    wait_until(lambda: len(manager.slots) == 1)
+    time.sleep(0.05)
+    assert runner.active == 2 and [manager.get(i).status for i in ids[:2]] == ["running", "running"]
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    assert [manager.get(i).status for i in ids] == ["done"] * 4
+
+    runner.release.clear()
+    later = [manager.submit(f"t{n}", run_spec(seed=10 + n)) for n in range(2)]
+    wait_until(lambda: runner.active == 1)
+    time.sleep(0.05)  # a second worker left over would start the other job now
+    assert runner.active == 1 and manager.queue_length() == 1
+    cluster.gpus = 2  # the node comes back
+    wait_until(lambda: runner.active == 2)
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in later))
+
+
+def test_a_cluster_that_does_not_answer_keeps_the_workers_it_had(make_manager):
+    cluster = FakeCluster(2)
+    manager = make_manager(FakeRunner(), cluster_slots=cluster, resize_every_s=0.01)
+    cluster.gpus = None
+    asked = cluster.asked
+    wait_until(lambda: cluster.asked > asked + 2)
+    assert len(manager.slots) == 2
+    job = manager.submit("a", run_spec())
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).status == "done"
+
+
+def test_given_slots_are_fixed_even_with_a_cluster(make_manager):
+    cluster = FakeCluster(3)
+    manager = make_manager(FakeRunner(), slots=[Slot("ray 0")], cluster_slots=cluster, resize_every_s=0.01)
+    time.sleep(0.05)
+    assert cluster.asked == 0 and len(manager.slots) == 1
