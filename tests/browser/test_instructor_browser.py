@@ -63,8 +63,8 @@ def queue_entries(page, name: str):
 
 def jobs_of(store: HistoryStore, name: str) -> list[JobView]:
     """A learner's jobs, oldest first, as the server recorded them."""
-    (learner_id,) = [i for i, n in LearnerStore(store).names().items() if n == name]
-    return list(reversed(store.list_jobs(session_id=learner_id)))
+    ids = [i for i, n in LearnerStore(store).names().items() if n == name]
+    return [job for job in reversed(store.list_jobs()) if job.session_id in ids]
 
 
 def wait_until(check, what: str, timeout_s: float = SYNTHETIC_RUN_TIMEOUT_MS / 1000) -> None:
@@ -74,8 +74,11 @@ def wait_until(check, what: str, timeout_s: float = SYNTHETIC_RUN_TIMEOUT_MS / 1
         time.sleep(1)
 
 
-def run_tiny(page) -> None:
+def run_tiny(page, store: HistoryStore, name: str) -> None:
+    """Press Run and wait until the server has queued the job (a second press during the rerun could be lost)."""
+    before = len(jobs_of(store, name))
     page.get_by_role("button", name="Run", exact=True).click()
+    wait_until(lambda: len(jobs_of(store, name)) > before, f"{name}'s job to be queued", 60)
     wait_until_idle(page)
 
 
@@ -105,12 +108,17 @@ def test_a_learner_cannot_cancel_anothers_job_and_the_instructor_runs_the_room(
             choose_tiny_comparison(learner)
         a_name, b_name = display_name(ada), display_name(bob)
         assert a_name != b_name
-        run_tiny(ada)
+        run_tiny(ada, store, a_name)
         ada.locator('[data-testid="stProgress"]').first.wait_for()
-        run_tiny(bob)
-        run_tiny(bob)  # a second comparison waits behind the first: the one the instructor will cancel
+        run_tiny(bob, store, b_name)
+        run_tiny(bob, store, b_name)  # a second comparison waits behind the first: the one the instructor will cancel
         (a_job,) = jobs_of(store, a_name)
         b_first, b_second = jobs_of(store, b_name)
+
+        # The instructor's console shows both learners' jobs by name (while the first one's still runs).
+        expect(queue_entries(teacher, a_name)).to_have_count(1)
+        expect(queue_entries(teacher, b_name)).to_have_count(2)
+        screenshot(teacher, "-queue")
 
         # The second learner posts the first's job id: refused in one line that tells nothing about the job.
         bob.goto(f"{url}/run?cancel={a_job.id}")
@@ -124,10 +132,7 @@ def test_a_learner_cannot_cancel_anothers_job_and_the_instructor_runs_the_room(
         expect(ada.get_by_text("This job was cancelled")).to_have_count(0)
         screenshot(bob, "-refused")
 
-        # The instructor's console shows both learners' jobs by name, and cancels the second one's spare job.
-        expect(queue_entries(teacher, a_name)).to_have_count(1)
-        expect(queue_entries(teacher, b_name)).to_have_count(2)
-        screenshot(teacher, "-queue")
+        # The instructor cancels the second learner's spare job.
         queue_entries(teacher, b_name).last.get_by_role("button", name="Cancel").click()
         wait_until(lambda: store.get_job(b_second.id).status == "cancelled", "the instructor's cancel", 60)
         assert store.get_job(b_second.id).error.startswith("cancelled by the instructor")
