@@ -1,8 +1,9 @@
 # Two commands for a fresh machine with Python 3.11 (pip and venv included):
 #   make run     create .venv if needed, install requirements.txt if it changed, start the app
 #                (make run ADDRESS=0.0.0.0 PORT=8080 to serve a class)
-#   make test    same set-up plus requirements-cluster.txt (Ray), then the import layers, unit tests, app tests,
-#                the GPU kit's quick CPU run and the browser tests; stops at the first failing stage
+#   make test    same set-up plus requirements-cluster.txt (Ray) and requirements-auth.txt (OIDC sign-in), then
+#                the import layers, unit tests, app tests, the GPU kit's quick CPU run and the browser tests;
+#                stops at the first failing stage
 #   make gpu-check            the GPU acceptance kit on this machine's GPU (docs/gpu-check.md), into artifacts/gpu-check
 #   make gpu-check GPU_CHECK_ARGS="--device cpu --quick"     the same kit's wiring on a CPU, in a few minutes
 #   make gpu-check PY=python3 a machine with its own torch and no .venv (nothing is installed then)
@@ -18,18 +19,20 @@ PYTEST := $(PY) -m pytest
 INSTALLED := $(VENV)/.installed-requirements.txt
 # The same for the optional Ray engine, which only `make test` installs (so CI tests the Ray runner).
 INSTALLED_CLUSTER := $(VENV)/.installed-requirements-cluster.txt
+# The same for the optional sign-in stack (Authlib, httpx), which only `make test` installs (so CI tests st.login).
+INSTALLED_AUTH := $(VENV)/.installed-requirements-auth.txt
 APP_TESTS := tests/test_pages.py tests/test_learn_pages.py
 BROWSER_TESTS := tests/browser
 KIT_TESTS := tests/test_gpu_check.py
 GPU_CHECK_OUT ?= artifacts/gpu-check
 GPU_CHECK_ARGS ?= --device cuda
 
-.PHONY: run test install install-cluster gpu-check
+.PHONY: run test install install-cluster install-auth gpu-check
 
 run: install
 	$(PY) serve.py --server.address $(ADDRESS) --server.port $(PORT)
 
-test: install install-cluster
+test: install install-cluster install-auth
 	@echo "==> import layers (.importlinter)"
 	$(VENV)/bin/lint-imports
 	@echo "==> unit tests"
@@ -63,6 +66,15 @@ install-cluster: install
 		echo "==> installing requirements-cluster.txt (Ray) into $(VENV)"; \
 		$(PY) -m pip install --disable-pip-version-check -r requirements-cluster.txt && \
 			cp requirements-cluster.txt $(INSTALLED_CLUSTER); \
+	fi
+
+install-auth: install
+	@if cmp -s requirements-auth.txt $(INSTALLED_AUTH); then \
+		echo "==> installing: requirements-auth.txt unchanged since the last install, nothing to do"; \
+	else \
+		echo "==> installing requirements-auth.txt (Authlib, httpx: OIDC sign-in) into $(VENV)"; \
+		$(PY) -m pip install --disable-pip-version-check -r requirements-auth.txt && \
+			cp requirements-auth.txt $(INSTALLED_AUTH); \
 	fi
 
 $(PY):
