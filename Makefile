@@ -19,7 +19,7 @@ PYTEST := $(PY) -m pytest
 INSTALLED := $(VENV)/.installed-requirements.txt
 # The same for the optional Ray engine, which only `make test` installs (so CI tests the Ray runner).
 INSTALLED_CLUSTER := $(VENV)/.installed-requirements-cluster.txt
-# The same for the optional sign-in stack (Authlib, httpx), which only `make test` installs (so CI tests st.login).
+# The same for the optional sign-in stack (Authlib, httpx2), which only `make test` installs (so CI tests st.login).
 INSTALLED_AUTH := $(VENV)/.installed-requirements-auth.txt
 APP_TESTS := tests/test_pages.py tests/test_learn_pages.py
 BROWSER_TESTS := tests/browser
@@ -72,7 +72,7 @@ install-auth: install
 	@if cmp -s requirements-auth.txt $(INSTALLED_AUTH); then \
 		echo "==> installing: requirements-auth.txt unchanged since the last install, nothing to do"; \
 	else \
-		echo "==> installing requirements-auth.txt (Authlib, httpx: OIDC sign-in) into $(VENV)"; \
+		echo "==> installing requirements-auth.txt (Authlib, httpx2: OIDC sign-in) into $(VENV)"; \
 		$(PY) -m pip install --disable-pip-version-check -r requirements-auth.txt && \
 			cp requirements-auth.txt $(INSTALLED_AUTH); \
 	fi
