@@ -1,8 +1,9 @@
 """Which gradient values fp16 loses, with and without a loss scale.
 
-A gradient that is smaller than fp16's smallest subnormal becomes zero when cast to fp16 (underflow); one
-that is larger than 65504 after scaling becomes inf (overflow). Multiplying by a power of two moves every
-value up the log2 axis without touching its mantissa, which is why loss scaling uses powers of two.
+A gradient at or below half of fp16's smallest subnormal (2^-25) becomes zero when cast to fp16 (underflow); one
+that reaches 65520 after scaling becomes inf (overflow: up to 65519 it still rounds to 65504, fp16's largest).
+Multiplying by a power of two moves every value up the log2 axis without touching its mantissa, which is why loss
+scaling uses powers of two.
 """
 
 from __future__ import annotations

@@ -76,3 +76,9 @@ def test_fp16_overflow_threshold_is_where_a_cast_gives_inf():
     from lessons.underflow import FP16_MAX, FP16_OVERFLOW
 
     assert np.float16(FP16_OVERFLOW - 1) == FP16_MAX and np.isinf(np.float16(FP16_OVERFLOW))
+
+
+def test_only_values_at_or_below_half_the_smallest_subnormal_vanish_and_only_65520_up_overflows():
+    # Between 2^-25 and 2^-24 a value rounds up to the smallest subnormal; between 65504 and 65520, down to 65504.
+    outcome = scale_outcome(np.array([2.0**-25, 1.5 * 2.0**-25, 65519.0, 65520.0], dtype=np.float32))
+    assert (outcome.underflow, outcome.subnormal, outcome.overflow) == (1, 1, 1)
