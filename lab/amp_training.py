@@ -67,7 +67,7 @@ def main():
     model = SimpleCNN().to(device)
     criterion = nn.CrossEntropyLoss()
     optimizer = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    # fp16 on a GPU, as in the lab; bf16 on a CPU, which has fast bf16 kernels but slow fp16 ones.
+    # fp16 on a GPU, as in the lab; bf16 on a CPU (fast with AMX or AVX512-BF16), where fp16 is slow on most CPUs.
     amp_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
 
     # AMP change 1: a GradScaler keeps small fp16 gradients from underflowing (bf16 needs none: disabled).

@@ -58,7 +58,7 @@ devices = ["cpu"]
 if session.get_job_manager().device_type == "cuda":
     devices.append("cuda")
 device = st.radio("Trace on", devices, horizontal=True,
-                  help="fp16 on a CPU is slow, but one batch of 8 images takes well under a second.")
+                  help="fp16 is slow on most CPUs, but one batch of 8 images takes well under a second.")
 if device == "cuda" and not session.gpu_is_idle():
     # The trace is a short GPU process outside the queue: it waits for a moment when no job trains, so that it
     # cannot take GPU memory or time from a learner's measured run.

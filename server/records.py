@@ -21,7 +21,8 @@ RUNS_PER_KIND = {
     "compare": (2, 2 * MAX_COMPARE_PAIRS), "run": (1, 1), "sweep": (1, MAX_SWEEP_RUNS), "breakdown": (2, 2),
 }  # (fewest, most)
 MAX_LABEL_CHARS = 120
-# fp16 autocast on a CPU is tens of times slower than fp32, so the server takes it only on a small subset.
+# fp16 autocast on a CPU without AMX-FP16 (most CPUs) is tens of times slower than fp32, so the server takes it
+# only on a small subset.
 CPU_FP16_MAX_SUBSET = 5000
 
 

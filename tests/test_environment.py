@@ -57,3 +57,16 @@ def test_cpu_recommendation_per_feature_set(monkeypatch, flags, recommended, phr
 
 def test_default_device_is_the_gpu_when_there_is_one():
     assert hardware_report().device_type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize(
+    "flags, fast_fp16",
+    [(["avx512f", "avx512_bf16", "amx_tile", "amx_bf16", "amx_fp16"], True),
+     (["avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16"], False), ([], False)],
+)
+def test_the_cpu_fp16_note_is_said_of_this_cpu_from_its_amx_fp16_flag(monkeypatch, flags, fast_fp16):
+    monkeypatch.setattr(environment, "cpu_flags", lambda: flags)
+    report = hardware_report(torch.device("cpu"))
+    fp16_notes = [note for note in report.notes if "fp16" in note]
+    assert len(fp16_notes) == 1 and fp16_notes[0].startswith("This CPU has")
+    assert ("tens of times slower" in fp16_notes[0] + report.expected_gain) is not fast_fp16

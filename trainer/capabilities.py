@@ -25,8 +25,8 @@ TF32_MIN_CAPABILITY = (8, 0)  # TF32 Tensor Core math arrived with Ampere (NVIDI
 MIN_DRIVER_FOR_CUDA = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 
 CPU_FP16_WARNING = (
-    "amp-fp16 on a CPU runs fp16 kernels without hardware support: expect it to be tens of times "
-    "slower than fp32 here. Use amp-bf16 on a CPU."
+    "amp-fp16 on a CPU without AMX-FP16 units (most CPUs; Intel Xeon 6 has them) runs fp16 kernels without hardware "
+    "support: expect it to be tens of times slower than fp32 there. Use amp-bf16 on a CPU."
 )
 CPU_FP32_DEFAULT_NOTE = (
     "fp32-default computes exactly as fp32 on a CPU: TF32, the only switch it leaves as PyTorch sets it, "

@@ -97,8 +97,9 @@ def blocking_reasons(values: dict, report: HardwareReport) -> list[str]:
         subset = values["subset"]
         if subset is None or subset > CPU_FP16_MAX_SUBSET:
             reasons.append(
-                f"amp-fp16 on a CPU is tens of times slower than fp32, so this server runs it only on at most "
-                f"{CPU_FP16_MAX_SUBSET:,} training images: pick a smaller subset, or amp-bf16."
+                f"amp-fp16 on a CPU without AMX-FP16 units (most CPUs) is tens of times slower than fp32, so this "
+                f"server runs it only on at most {CPU_FP16_MAX_SUBSET:,} training images: pick a smaller subset, "
+                "or amp-bf16."
             )
     return reasons
 

@@ -104,7 +104,7 @@ def job_panel(job: JobView, session: str, manager) -> None:
 
 def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_reference: bool = False) -> None:
     """The lab's table computed from two runs (the first is the baseline; with repeated pairs, the pair with the
-    median speedup), a sentence explaining it with the speedup's interval and any timing caveats, warnings."""
+    median speedup), a sentence explaining it with the speedup's interval and any run's timing caveats, warnings."""
     baselines, candidates = split_pairs(list(runs.values()))
     interval = speedup_interval(baselines, candidates)
     baseline, candidate = median_pair(baselines, candidates)
@@ -120,7 +120,7 @@ def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_referen
             st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
     else:
         st.table(table, hide_index=True)
-    st.markdown(f"**What this says:** {interpret(baseline, candidate, interval)}")
+    st.markdown(f"**What this says:** {interpret(baseline, candidate, interval, runs=list(runs.values()))}")
     st.caption(f"**Speedup:** {interval.describe()}.")
     for label, result in runs.items():
         for reason in (result.timing_quality or {}).get("reasons", []):

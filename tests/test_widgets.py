@@ -1,0 +1,51 @@
+"""The Streamlit pieces several pages draw: the comparison summary (through AppTest) and the pure helpers."""
+
+from streamlit.testing.v1 import AppTest
+from test_interpret import NOISY, STEADY
+from ui_fixtures import lab_pair
+
+
+def summary_script(results):
+    from ui.charts import run_labels
+    from ui.widgets import comparison_summary
+
+    comparison_summary(run_labels(results), key="test")
+
+
+def three_pairs(noisy_index: int | None = None) -> list:
+    """Three alternating fp32/amp-bf16 pairs, speedups 1.56x, 1.67x and 1.46x (the median pair is the first), every
+    run steady but the one at `noisy_index`."""
+    runs = []
+    for fp32_s in (75.0, 80.0, 70.0):
+        baseline, candidate = lab_pair("amp-bf16")
+        baseline.total_time_s = fp32_s
+        baseline.timing_quality = candidate.timing_quality = STEADY
+        runs += [baseline, candidate]
+    if noisy_index is not None:
+        runs[noisy_index].timing_quality = NOISY
+    return runs
+
+
+def summary_of(results) -> AppTest:
+    at = AppTest.from_function(summary_script, args=(results,), default_timeout=30).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def what_this_says(at: AppTest) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("**What this says:**"))
+
+
+def test_a_noisy_run_outside_the_median_pair_makes_the_summary_uncertain():
+    at = summary_of(three_pairs(noisy_index=3))  # the second pair's AMP run; the median pair is steady
+    assert what_this_says(at).startswith(
+        "**What this says:** The speedup is uncertain: the timing of 1 of the 6 runs was noisy (pair 2's amp-bf16 run: "
+        "other processes used 48%")
+    assert any(w.value.startswith("AMP (bf16) #2: timing was noisy: other processes used 48%") for w in at.warning)
+
+
+def test_a_steady_repeated_comparison_states_the_median_speedup():
+    at = summary_of(three_pairs())
+    assert what_this_says(at).startswith("**What this says:** amp-bf16 trained 1.56x as fast as fp32 (36% less time; "
+                                         "1.46x to 1.67x over 3 alternating pairs)")
+    assert not at.warning
