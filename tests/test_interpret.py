@@ -155,3 +155,13 @@ def test_a_recorded_repeated_comparison_is_uncertain():
     assert noisy >= 1
     sentence = interpret(*median_pair(baselines, candidates), interval, runs)
     assert sentence.startswith(f"The speedup is uncertain: the timing of {noisy} of the 6 runs was noisy (pair 1's")
+
+
+def test_amp_bf16_slower_on_a_cpu_without_bf16_instructions_is_put_down_to_emulation():
+    cpu = {"device_type": "cpu", "device_name": "AMD EPYC", "cpu_flags": []}
+    sentence = interpret(make_result("fp32", 10.0, environment=cpu), make_result("amp-bf16", 80.0, environment=cpu))
+    assert sentence.startswith("amp-bf16 took 8.0x the fp32 time here because this CPU has no bf16 instructions")
+    assert "a larger batch" in sentence and "larger width or batch gives it more to save" not in sentence
+    amx = {**cpu, "cpu_flags": ["amx_tile", "amx_bf16"]}
+    assert interpret(make_result("fp32", 10.0, environment=amx), make_result("amp-bf16", 13.0, environment=amx)
+                     ).startswith("amp-bf16 was slower here (1.30x the fp32 time)")

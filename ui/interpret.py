@@ -17,6 +17,7 @@ DATA_BOUND_SHARE = 0.5  # the run spent more than this share of its time waiting
 LITTLE_GAIN = 1.05  # a speedup below this is "little"
 ACCURACY_DROP = 0.05  # a fall of more than 5 accuracy points is worth a warning
 MIN_STEPS_TO_TIME = 30  # runs shorter than this are mostly warm-up
+BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16"}  # without either, a CPU emulates bf16
 
 
 def data_wait_share(result: RunResult) -> float | None:
@@ -25,6 +26,13 @@ def data_wait_share(result: RunResult) -> float | None:
         return None
     total = result.data_wait_s + result.compute_s
     return result.data_wait_s / total if total > 0 else None
+
+
+def emulates_bf16(result: RunResult) -> bool:
+    """A CPU run whose recorded CPU flags show no bf16 instructions; False where the flags were not recorded."""
+    flags = result.environment.get("cpu_flags")
+    return result.environment.get("device_type") == "cpu" and isinstance(flags, list) and not (
+        set(flags) & BF16_CPU_FLAGS)
 
 
 def differences(baseline: RunResult, candidate: RunResult) -> list[str]:
@@ -86,6 +94,12 @@ def interpret(
             f"amp-fp16 took {1 / speedup:.1f}x the fp32 time here because PyTorch has no fast fp16 kernels for "
             "this CPU (a few recent CPUs, with AMX-FP16, have one): here use amp-bf16, and keep fp16 for GPUs "
             "with Tensor Cores."
+        )
+    elif name == "amp-bf16" and speedup < 1 / LITTLE_GAIN and emulates_bf16(candidate):
+        sentence = (
+            f"amp-bf16 took {1 / speedup:.1f}x the fp32 time here because this CPU has no bf16 instructions "
+            "(AVX512-BF16 or AMX), so PyTorch emulates bf16 on it: a larger batch or width will not change that. "
+            "AMP pays off on a GPU, or on a CPU with bf16 hardware."
         )
     elif (share := data_wait_share(candidate)) is not None and share > DATA_BOUND_SHARE:
         sentence = (
