@@ -2,8 +2,11 @@
 
 import streamlit as st
 
+from trainer.results import compare
 from ui import jobs, session
 from ui.experiment import QUICK_DEMO, quick_demo_spec
+from ui.predict import predict_then_check
+from ui.reference import load_references
 from ui.widgets import RUN_PAGE, hardware_panel, next_link
 
 st.title("AMP Lab: faster training with mixed precision")
@@ -58,6 +61,19 @@ st.markdown(
     f"{QUICK_DEMO['epochs']} epoch, batch {QUICK_DEMO['batch_size']}, data held on the device. It usually "
     "finishes within a minute or two (longer if other learners' jobs are queued)."
 )
+# The quick demo as recorded on this kind of device (reference/), so that a guess can be checked before any run.
+demo_reference = next((r for r in load_references(device_type=report.device_type)
+                       if all(r.baseline.config.get(k) == v for k, v in QUICK_DEMO.items())), None)
+demo_mode = demo_reference.candidate.precision if demo_reference else "AMP"
+if predict_then_check(
+    "quick-demo-speedup", f"In the quick demo on a {report.device_type.upper()} like this server's, how many times "
+    f"as fast as fp32 will {demo_mode} train (1.00x: as fast; below 1: slower)?",
+    low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
+    answer=compare(demo_reference.baseline, demo_reference.candidate).speedup if demo_reference else None,
+    pending=f"No quick demo has been recorded on a {report.device_type.upper()} yet: run it below, and the Run page "
+    "checks the same guess against your own comparison.",
+) and demo_reference is not None:
+    st.caption(f"Measured in a reference run, not yours: {demo_reference.label}. {demo_reference.note}")
 if st.button("Run the quick demo", type="primary") and jobs.submit(quick_demo_spec(report, session.get_settings())):
     st.switch_page(RUN_PAGE)
 

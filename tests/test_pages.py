@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+import streamlit as st
 import torch
 from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from streamlit.testing.v1 import AppTest
@@ -19,6 +20,8 @@ from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult, median_pair, split_pairs
 from ui.charts import run_labels
+from ui.experiment import QUICK_DEMO
+from ui.reference import load_references
 
 JOB_TIMEOUT_S = 120
 HAS_TF32 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
@@ -52,7 +55,32 @@ def test_overview_shows_the_hardware_and_a_quick_demo(app):
         "Tensor Cores", "Native bf16 on the GPU", "CPU bf16 instructions", "CPU AMX tile units"
     ]
     assert any(i.startswith("**What to expect here:**") for i in texts(app.info))
-    assert app.button[0].label == "Run the quick demo"
+    assert [b.label for b in app.button] == ["Lock in my guess", "Just show me", "Run the quick demo"]
+    assert "1.56x as fast (36% less time)" in " ".join(" ".join(texts(app.markdown)).split())
+    assert any("Next: the fp32 baseline" in link.label for link in app.get("page_link"))
+
+
+@pytest.fixture
+def cpu_app(state_dir, monkeypatch):
+    """The app with its jobs pinned to the CPU, the device this project's references were recorded on."""
+    monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.run()
+    yield at
+    st.cache_resource.clear()
+
+
+def test_overview_checks_a_guess_of_the_quick_demos_speedup_against_its_reference(cpu_app):
+    open_page(cpu_app, "overview")
+    assert not any(c.startswith("Measured in a reference run") for c in texts(cpu_app.caption))
+    next(b for b in cpu_app.button if b.label == "Lock in my guess").click().run()
+    assert not cpu_app.exception
+    (demo,) = [r for r in load_references(device_type="cpu") if r.baseline.config["subset"] == QUICK_DEMO["subset"]]
+    measured = demo.baseline.total_time_s / demo.candidate.total_time_s
+    markdown = " ".join(texts(cpu_app.markdown))
+    assert f"how many times as fast as fp32 will {demo.candidate.precision} train" in markdown
+    assert f"Your guess: **1.50x** · measured: **{measured:.2f}x**" in markdown
+    assert any(c.startswith(f"Measured in a reference run, not yours: {demo.label}") for c in texts(cpu_app.caption))
 
 
 def test_baseline_page_shows_the_baseline_script(app):
@@ -326,7 +354,7 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
 
 def test_quick_demo_leads_to_the_run_page_and_can_be_cancelled(app):
     open_page(app, "overview")
-    app.button[0].click().run()
+    next(b for b in app.button if b.label == "Run the quick demo").click().run()
     assert not app.exception
     assert app.title[0].value == "Run the experiment"  # st.switch_page took the learner there
     open_page(app, "run_experiment")  # AppTest reruns the page it was last told to show: tell it
