@@ -13,7 +13,7 @@ from typing import Callable
 from server.history import HistoryStore
 from server.records import JobView
 from trainer.comparison_table import MEMORY_SHORT_NAMES
-from trainer.results import compare
+from trainer.results import compare, median_pair, speedup_interval, split_pairs
 
 FREE_TRIES = 3  # wrong passwords before the console starts making people wait
 MAX_WAIT_S = 300.0
@@ -59,7 +59,8 @@ class PasswordGate:
 
 @dataclass
 class ClassRow:
-    """One learner's latest finished comparison."""
+    """One learner's latest finished comparison: with repeated pairs, the median speedup and its range, and the
+    median pair's memory and accuracy (as Results shows them)."""
 
     learner: str
     when: float
@@ -67,6 +68,9 @@ class ClassRow:
     baseline: str
     candidate: str
     speedup: float
+    speedup_low: float | None  # None for one pair of runs: its spread is unknown
+    speedup_high: float | None
+    pairs: int
     memory_figure: str
     memory_saving_pct: float | None
     baseline_accuracy: float | None
@@ -84,7 +88,9 @@ def class_results(store: HistoryStore, names: dict[str, str]) -> list[ClassRow]:
 
 
 def _row(job: JobView, learner: str) -> ClassRow:
-    baseline, candidate = job.results[:2]
+    baselines, candidates = split_pairs(job.results)
+    interval = speedup_interval(baselines, candidates)
+    baseline, candidate = median_pair(baselines, candidates)
     comparison = compare(baseline, candidate)
     memory_key = next(iter(comparison.memory_reduction_pct), None)
     return ClassRow(
@@ -93,7 +99,10 @@ def _row(job: JobView, learner: str) -> ClassRow:
         device=str(candidate.environment.get("device_name", "?")),
         baseline=baseline.precision,
         candidate=candidate.precision,
-        speedup=comparison.speedup,
+        speedup=interval.median,
+        speedup_low=interval.low,
+        speedup_high=interval.high,
+        pairs=interval.pairs,
         memory_figure=MEMORY_SHORT_NAMES.get(memory_key, memory_key or "-"),
         memory_saving_pct=comparison.memory_reduction_pct.get(memory_key) if memory_key else None,
         baseline_accuracy=baseline.test_accuracy,

@@ -7,6 +7,7 @@ import pandas as pd
 from ui_fixtures import lab_pair
 
 from trainer.results import RunResult
+from server.instructor import ClassRow
 from ui import charts, exports
 
 
@@ -36,3 +37,17 @@ def test_loss_csv_has_one_row_per_logged_point():
     assert list(frame.columns) == ["run", "precision", "step", "epoch", "loss"]
     assert len(frame) == 8
     assert frame.iloc[0].tolist() == ["FP32", "fp32", 8, 1, 2.2]
+
+
+def class_row(learner: str, speedup: float, low: float | None, high: float | None, pairs: int) -> ClassRow:
+    return ClassRow(learner, 1_780_000_000.0, "Test CPU", "fp32", "amp-bf16", speedup, low, high, pairs,
+                    "PyTorch allocated", 38.9, 0.5, 0.51, "a" * 32)
+
+
+def test_the_class_csv_gives_a_repeated_speedup_its_range_and_one_pair_none():
+    frame = pd.read_csv(io.StringIO(exports.to_csv(exports.class_frame(
+        [class_row("Ada", 1.5625, 1.4583, 1.6667, 3), class_row("Bob", 1.2, None, None, 1)]))))
+    figures = frame.set_index("learner")[["speedup (x)", "lowest speedup (x)", "highest speedup (x)", "pairs"]]
+    assert figures.loc["Ada"].tolist() == [1.562, 1.458, 1.667, 3]
+    assert figures.loc["Bob", "speedup (x)"] == 1.2 and figures.loc["Bob", "pairs"] == 1
+    assert figures.loc["Bob", ["lowest speedup (x)", "highest speedup (x)"]].isna().all()

@@ -1,10 +1,15 @@
+import json
 import time
+from pathlib import Path
 
 import pytest
 from test_server_history import make_job
 
 from server.history import HistoryStore
 from server.instructor import FREE_TRIES, PasswordGate, class_results, comparisons_per_hour
+from trainer.config import RunConfig
+from trainer.isolated import RunOutcome
+from trainer.results import RunResult
 
 
 class FakeClock:
@@ -60,3 +65,27 @@ def test_capacity_comes_from_past_comparisons_and_the_workers(store):
     store.save_job(job)
     assert comparisons_per_hour(store, workers=1) == pytest.approx(60.0)
     assert comparisons_per_hour(store, workers=8) == pytest.approx(480.0)
+
+
+def test_a_repeated_comparison_gives_the_median_speedup_its_range_and_the_median_pairs_figures(store):
+    """Three real alternating pairs from `compare --repeats 3` (tests/recorded/), the median pair last here."""
+    recorded = json.loads((Path(__file__).parent / "recorded" / "repeated_compare_cpu.json").read_text())
+    results = [RunResult.from_dict(run) for run in recorded["runs"]]
+    results = results[2:] + results[:2]  # the recording's median pair came first; here it is the third
+    job = make_job("r" * 32, precisions=[r.precision for r in results], session_id="ada")
+    job.outcomes = [RunOutcome(RunConfig.from_dict(r.config), "ok", result=r) for r in results]
+    store.save_job(job)
+    (row,) = class_results(store, {"ada": "Ada"})
+    speedup = recorded["speedup"]  # what the command line computed from these runs
+    assert (row.speedup, row.speedup_low, row.speedup_high, row.pairs) == pytest.approx(
+        (speedup["median"], speedup["low"], speedup["high"], 3))
+    median_fp32, median_amp = results[4:]
+    assert row.speedup == pytest.approx(median_fp32.total_time_s / median_amp.total_time_s)
+    assert (row.baseline_accuracy, row.candidate_accuracy) == (median_fp32.test_accuracy, median_amp.test_accuracy)
+    assert row.speedup != pytest.approx(results[0].total_time_s / results[1].total_time_s)  # not the first pair's
+
+
+def test_one_pair_has_no_range_in_the_class_table(store):
+    store.save_job(make_job("p" * 32, session_id="bob"))
+    (row,) = class_results(store, {"bob": "Bob"})
+    assert row.pairs == 1 and row.speedup_low is None and row.speedup_high is None

@@ -239,7 +239,8 @@ def class_speedup_chart(frame: pd.DataFrame) -> alt.Chart:
         x=alt.X("speedup (x):Q", title="Speedup over the baseline (x)"),
         y=alt.Y("learner:N", sort="-x", title=None),
         color=alt.Color("compared:N", title="Mode"),
-        tooltip=["learner", "device", "baseline", "compared", "speedup (x)", "memory saved (%)", "finished (UTC)"],
+        tooltip=["learner", "device", "baseline", "compared", "speedup (x)", "lowest speedup (x)",
+                 "highest speedup (x)", "pairs", "memory saved (%)", "finished (UTC)"],
     )
     no_gain = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
     return (bars + no_gain).properties(title="The class's speedups (dashed: 1x, no gain)")

@@ -61,7 +61,8 @@ def to_csv(frame: pd.DataFrame) -> str:
 
 
 def class_frame(rows: Sequence[ClassRow]) -> pd.DataFrame:
-    """The class's latest comparisons, one learner a row, in plain units (for the console and its CSV)."""
+    """The class's latest comparisons, one learner a row, in plain units (for the console and its CSV); a speedup
+    over repeated pairs is their median, with the lowest and highest pair's (empty for one pair)."""
     return pd.DataFrame(
         [
             {
@@ -70,7 +71,10 @@ def class_frame(rows: Sequence[ClassRow]) -> pd.DataFrame:
                 "device": row.device,
                 "baseline": row.baseline,
                 "compared": row.candidate,
-                "speedup (x)": round(row.speedup, 3),
+                "speedup (x)": _rounded(row.speedup),
+                "lowest speedup (x)": _rounded(row.speedup_low),
+                "highest speedup (x)": _rounded(row.speedup_high),
+                "pairs": row.pairs,
                 "memory figure": row.memory_figure,
                 "memory saved (%)": None if row.memory_saving_pct is None else round(row.memory_saving_pct, 1),
                 "baseline accuracy (%)": _percent(row.baseline_accuracy),
@@ -79,10 +83,15 @@ def class_frame(rows: Sequence[ClassRow]) -> pd.DataFrame:
             }
             for row in rows
         ],
-        columns=["learner", "finished (UTC)", "device", "baseline", "compared", "speedup (x)", "memory figure",
-                 "memory saved (%)", "baseline accuracy (%)", "compared accuracy (%)", "job"],
+        columns=["learner", "finished (UTC)", "device", "baseline", "compared", "speedup (x)",
+                 "lowest speedup (x)", "highest speedup (x)", "pairs", "memory figure", "memory saved (%)",
+                 "baseline accuracy (%)", "compared accuracy (%)", "job"],
     )
 
 
 def _percent(fraction: float | None) -> float | None:
     return None if fraction is None else round(100 * fraction, 1)
+
+
+def _rounded(speedup: float | None) -> float | None:
+    return None if speedup is None else round(speedup, 3)
