@@ -2,12 +2,13 @@
 
 import io
 import json
+from pathlib import Path
 
 import pandas as pd
 from ui_fixtures import lab_pair
 
-from trainer.results import RunResult
 from server.instructor import ClassRow
+from trainer.results import RunResult
 from ui import charts, exports
 
 
@@ -19,6 +20,24 @@ def test_runs_json_round_trips_every_run_and_carries_the_comparison():
     restored = RunResult.from_dict(payload["runs"][1])
     assert restored == runs["AMP (fp16)"]
     assert payload["comparisons"][0]["speedup"] == 75.0 / 48.0
+    assert payload["speedup"] == {"median": 75.0 / 48.0, "low": None, "high": None, "pairs": 1,
+                                  "note": "one pair of runs: the interval is unknown"}
+
+
+def test_runs_json_compares_each_pair_of_a_repeated_comparison_and_gives_the_interval():
+    """Three real alternating pairs from `compare --repeats 3` (tests/recorded/): pair i's AMP run against pair i's
+    fp32 run, not against the first."""
+    recorded = json.loads((Path(__file__).parent / "recorded" / "repeated_compare_cpu.json").read_text())
+    results = [RunResult.from_dict(run) for run in recorded["runs"]]
+    payload = json.loads(exports.runs_json(charts.run_labels(results)))
+    assert payload["speedup"] == recorded["speedup"]  # what the command line computed from these runs
+    pairs = list(zip(results[0::2], results[1::2]))
+    assert [c["speedup"] for c in payload["comparisons"]] == [b.total_time_s / c.total_time_s for b, c in pairs]
+
+
+def test_runs_json_of_a_single_run_has_no_speedup():
+    payload = json.loads(exports.runs_json(charts.run_labels([lab_pair()[0]])))
+    assert payload["speedup"] is None and payload["comparisons"] == []
 
 
 def test_runs_csv_has_one_row_per_run_with_the_main_figures():

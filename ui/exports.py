@@ -9,18 +9,21 @@ from datetime import datetime, timezone
 import pandas as pd
 
 from server.instructor import ClassRow
-from trainer.results import RunResult, compare
+from trainer.results import RunResult, compare, speedup_interval, split_pairs
 
 CONFIG_COLUMNS = ("precision", "epochs", "batch_size", "data", "subset", "loader", "width", "channels_last")
 
 
 def runs_json(runs: Mapping[str, RunResult], job_id: str | None = None) -> str:
-    """Every run in full, and the comparison of each later run with the first."""
-    results = list(runs.values())
+    """Every run in full; the speedup's median and range over the pairs (None without a pair), as Results heads the
+    page with it; and each pair's comparison, its candidate against its own baseline, in the order they ran."""
+    baselines, candidates = split_pairs(list(runs.values()))
+    interval = speedup_interval(baselines, candidates)
     payload = {
         "job_id": job_id,
         "runs": [{"label": label, **result.to_dict()} for label, result in runs.items()],
-        "comparisons": [compare(results[0], other).to_dict() for other in results[1:]],
+        "speedup": None if interval is None else interval.to_dict(),
+        "comparisons": [compare(baseline, candidate).to_dict() for baseline, candidate in zip(baselines, candidates)],
     }
     return json.dumps(payload, indent=2)
 
