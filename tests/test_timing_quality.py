@@ -78,18 +78,23 @@ def test_is_noisy_reads_a_record_or_its_absence():
 # ---- the done-when check: a real comparison beside a CPU burner, and on a quiet machine --------------------------
 
 BURN_S = 120  # each burner stops by itself after this, even if the test is killed
+COMPARE_S = 600  # the comparison's own bound (two fresh processes; bf16 is emulated on an AVX2-only CPU)
 SMALL = ["--amp", "amp-bf16", "--data", "synthetic", "--device", "cpu", "--loader", "resident", "--workers", "0",
          "--epochs", "1", "--batch-size", "64", "--subset", "1024", "--test-subset", "64", "--warmup-steps", "2",
          "--min-steady-s", "1"]
 
 
 def _compare(tmp_path) -> list[dict]:
+    """Both runs' timing quality, from `python -m trainer compare --json` in its own process, as a user runs it."""
     import json
-
-    from trainer.cli import main
+    import subprocess
+    import sys
+    from pathlib import Path
 
     path = tmp_path / "compare.json"
-    assert main(["compare", *SMALL, "--json", str(path)]) == 0
+    done = subprocess.run([sys.executable, "-m", "trainer", "compare", *SMALL, "--json", str(path)], check=False,
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, timeout=COMPARE_S)
+    assert done.returncode == 0, done.stderr[-2000:]
     return [run["timing_quality"] for run in json.loads(path.read_text())["runs"]]
 
 
