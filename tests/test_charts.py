@@ -36,6 +36,7 @@ def runs():
 def test_run_labels_name_runs_by_precision_and_number_repeats():
     labelled = charts.run_labels([make_result("fp32"), make_result("amp-bf16"), make_result("fp32")])
     assert list(labelled) == ["FP32", "AMP (bf16)", "FP32 #2"]
+    assert charts.numbered(["FP32", "FP32", "FP32"]) == ["FP32", "FP32 #2", "FP32 #3"]
 
 
 def test_time_chart_has_bars_with_the_improvement_written_on_them(runs):

@@ -135,7 +135,8 @@ def test_repeats_queue_alternating_pairs_and_the_batch_links_to_the_memory_page(
     assert any(i.startswith("**Estimated time for all 6 runs (3 pairs):** about") for i in texts(app.info))
     app.button[0].click().run()  # Run
     assert not app.exception and not app.error, texts(app.error)
-    assert [p.proto.text.split(":")[0] for p in app.get("progress")] == ["FP32", "AMP (bf16)"] * 3
+    assert [p.proto.text.split(":")[0] for p in app.get("progress")] == [
+        f"{name}, pair {pair} of 3" for pair in (1, 2, 3) for name in ("FP32", "AMP (bf16)")]
     assert any(m.startswith("**fp32 vs amp-bf16 x3, 1 epoch") for m in texts(app.markdown))
     next(b for b in app.button if b.label == "Cancel").click().run()
     wait_for_job_end(app)

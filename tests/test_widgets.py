@@ -2,7 +2,12 @@
 
 from streamlit.testing.v1 import AppTest
 from test_interpret import NOISY, STEADY
+from test_server_history import make_job
 from ui_fixtures import lab_pair
+
+from server.records import JobSpec
+from trainer.config import RunConfig
+from ui.widgets import live_losses, run_names
 
 
 def summary_script(results):
@@ -49,3 +54,22 @@ def test_a_steady_repeated_comparison_states_the_median_speedup():
     assert what_this_says(at).startswith("**What this says:** amp-bf16 trained 1.56x as fast as fp32 (36% less time; "
                                          "1.46x to 1.67x over 3 alternating pairs)")
     assert not at.warning
+
+
+def test_repeated_pairs_are_named_by_pair_and_other_runs_numbered():
+    repeated = make_job("r" * 32, precisions=["fp32", "amp-bf16"] * 3, status="running")
+    assert run_names(repeated.spec) == [f"{name}, pair {pair} of 3" for pair in (1, 2, 3)
+                                        for name in ("FP32", "AMP (bf16)")]
+    assert run_names(make_job("o" * 32).spec) == ["FP32", "AMP (bf16)"]
+    sweep = JobSpec("sweep", [RunConfig(precision=p, batch_size=b) for b in (32, 64) for p in ("fp32", "amp-bf16")])
+    assert run_names(sweep) == ["FP32", "AMP (bf16)", "FP32 #2", "AMP (bf16) #2"]
+
+
+def test_the_live_loss_chart_keeps_each_run_of_a_precision_apart():
+    job = make_job("l" * 32, precisions=["fp32", "amp-bf16"] * 2, status="running")
+    job.live_losses = [[{"step": 4, "loss": 2.3}], [{"step": 4, "loss": 2.2}], [{"step": 4, "loss": 2.1}], []]
+    assert live_losses(job) == {
+        "FP32, pair 1 of 2": [{"step": 4, "loss": 2.3}],
+        "AMP (bf16), pair 1 of 2": [{"step": 4, "loss": 2.2}],
+        "FP32, pair 2 of 2": [{"step": 4, "loss": 2.1}],  # not merged into the first fp32 run's line
+    }

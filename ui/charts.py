@@ -20,17 +20,21 @@ from trainer.comparison_table import (
 from trainer.results import MEMORY_LABELS, RunResult, SpeedupInterval
 
 
+def numbered(names: Sequence[str]) -> list[str]:
+    """The names with a recurring one numbered from its second time on ("FP32", "FP32 #2"), so none is there twice."""
+    labels: list[str] = []
+    for name in names:
+        label, number = name, 2
+        while label in labels:
+            label = f"{name} #{number}"
+            number += 1
+        labels.append(label)
+    return labels
+
+
 def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
     """Label runs by precision, numbering repeats, so that two fp32 runs stay apart in a chart."""
-    labelled: dict[str, RunResult] = {}
-    for result in results:
-        label = precision_name(result.precision)
-        number = 2
-        while label in labelled:
-            label = f"{precision_name(result.precision)} #{number}"
-            number += 1
-        labelled[label] = result
-    return labelled
+    return dict(zip(numbered([precision_name(result.precision) for result in results]), results))
 
 
 # Long axis labels break at spaces into lines, so that they do not overlap in a half-width chart at 800 px.

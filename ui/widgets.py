@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
-from server.records import JobView
+from server.records import JobSpec, JobView
 from trainer.comparison_table import format_seconds, precision_name
 from trainer.environment import HardwareReport
 from trainer.results import LAB_REFERENCE, RunResult, median_pair, speedup_interval, split_pairs
@@ -67,6 +67,21 @@ def run_progress_text(job: JobView, index: int) -> tuple[float, str]:
     return progress.fraction_done, " · ".join(parts)
 
 
+def run_names(spec: JobSpec) -> list[str]:
+    """A name for each run of a job, none twice: with repeated pairs, which pair ("FP32, pair 2 of 3"); else the
+    precision, numbered where it recurs ("FP32 #2"), as Results labels runs."""
+    names = [precision_name(config.precision) for config in spec.runs]
+    pairs = len(names) // 2
+    if spec.kind == "compare" and pairs > 1:
+        return [f"{name}, pair {index // 2 + 1} of {pairs}" for index, name in enumerate(names)]
+    return charts.numbered(names)
+
+
+def live_losses(job: JobView) -> dict[str, Sequence[dict]]:
+    """The loss points seen so far of each run that has some, under the run's own name: two fp32 runs stay apart."""
+    return {name: points for name, points in zip(run_names(job.spec), job.live_losses) if points}
+
+
 def job_panel(job: JobView, session: str, manager) -> None:
     """A job of this session: its place in the queue, or a progress bar and live loss per run, or its end."""
     st.markdown(f"**{job.label or job.kind}**")
@@ -75,14 +90,10 @@ def job_panel(job: JobView, session: str, manager) -> None:
             f"Waiting in the queue: position {job.queue_position}; it should start in {about(job.estimated_wait_s)}. "
             "Only one job trains at a time, so that timings are not disturbed by other learners' runs."
         )
-    for index, config in enumerate(job.spec.runs):
+    for index, name in enumerate(run_names(job.spec)):
         fraction, text = run_progress_text(job, index)
-        st.progress(min(1.0, max(0.0, fraction)), text=f"{precision_name(config.precision)}: {text}")
-    live = {
-        precision_name(config.precision): points
-        for config, points in zip(job.spec.runs, job.live_losses)
-        if points
-    }
+        st.progress(min(1.0, max(0.0, fraction)), text=f"{name}: {text}")
+    live = live_losses(job)
     if live and not job.finished:
         last_step = job.progress.total_steps if job.progress else None
         st.altair_chart(charts.loss_chart(live, last_step=last_step), width="stretch")
