@@ -151,7 +151,7 @@ predict_then_check(
     low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx", answer=latest_speedup(session.my_jobs()),
     pending="Your comparison's measured speedup appears here when it has finished.",
 )
-references = load_references(device_type=report.device_type)
+references = load_references(device_type=report.device_type, purpose="quick-demo")
 with st.expander(f"Reference results recorded on a {report.device_type.upper()} like this one (not your runs)"):
     if not references:
         st.caption(f"No reference has been recorded on a {report.device_type.upper()} yet.")

@@ -1,14 +1,11 @@
 """When AMP pays off: where a run's time goes, a sweep over batch sizes (and widths), and a verdict in words."""
 
-import json
-
 import streamlit as st
 
 from lessons.capture import default_source
 from lessons.payoff import (
     DEFAULT_STEPS_PER_RUN,
     SWEEP_BATCH_SIZES,
-    SweepRow,
     breakdown_sentence,
     plan_breakdown,
     plan_sweep,
@@ -28,7 +25,7 @@ from ui import jobs, session
 from ui.experiment import amp_modes, default_amp
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.predict import predict_then_check
-from ui.reference import Reference, load_references
+from ui.reference import Reference, reference_rows, reference_sweep
 from ui.widgets import about, next_link, when
 
 BREAKDOWN_LABEL = "where the time goes"
@@ -100,23 +97,6 @@ def sweep_figures(rows: list[dict]) -> None:
         ],
         hide_index=True,
     )
-
-
-def reference_sweep(device_type: str) -> list[Reference]:
-    """The largest set of recorded comparisons (ui/reference.py) on this kind of device that differ in batch size
-    alone, smallest batch first: a sweep recorded with `python -m trainer compare`, one batch size per call."""
-    groups: dict[str, list[Reference]] = {}
-    for reference in load_references(device_type=device_type):
-        settings = {k: v for k, v in reference.baseline.config.items() if k != "batch_size"}
-        machine = reference.baseline.environment.get("device_name")
-        groups.setdefault(json.dumps([machine, reference.candidate.precision, settings], sort_keys=True), []).append(
-            reference)
-    sweeps = [g for g in groups.values() if len({r.baseline.config["batch_size"] for r in g}) >= 2]
-    return sorted(max(sweeps, key=len, default=[]), key=lambda r: r.baseline.config["batch_size"])
-
-
-def reference_rows(references: list[Reference]) -> list[SweepRow]:
-    return summarize_sweep([run for reference in references for run in (reference.baseline, reference.candidate)])
 
 
 def show_reference_sweep(references: list[Reference]) -> None:

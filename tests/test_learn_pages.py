@@ -253,7 +253,7 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
     assert not charts(app)  # the reference's numbers wait for a guess
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
-    sweep = [r for r in load_references(device_type="cpu") if "reference sweep" in r.note]
+    sweep = load_references(device_type="cpu", purpose="sweep")
     largest = max(sweep, key=lambda r: r.baseline.config["batch_size"])
     measured = largest.candidate.steady_images_per_s / largest.baseline.steady_images_per_s
     markdown = "".join(texts(app.markdown))

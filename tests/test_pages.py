@@ -118,7 +118,12 @@ def test_run_page_offers_the_labs_settings(app):
     assert any(i.startswith("**Estimated time for both runs:** about") for i in texts(app.info))
     assert [b.label for b in app.button] == ["Run", "Lock in my guess", "Just show me"]
     assert "Nothing yet" in "".join(texts(app.caption))
-    assert any(e.label.startswith("Reference results recorded on a") for e in app.expander)
+    reference = next(e for e in app.expander if e.label.startswith("Reference results recorded on a"))
+    shown = [m.value for m in reference.markdown if m.value.startswith("**Reference:**")]
+    device_type = "cuda" if torch.cuda.is_available() else "cpu"
+    assert shown == [f"**Reference:** {r.label}" for r in load_references(device_type=device_type,
+                                                                            purpose="quick-demo")]
+    assert len(shown) < len(load_references(device_type="cpu"))  # the sweep's points are on When AMP pays off
     app.button[2].click().run()  # no comparison yet: the answer waits for one
     assert any("No guess this time." in m for m in texts(app.markdown))
 

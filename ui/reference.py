@@ -8,20 +8,26 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from lessons.payoff import SweepRow, summarize_sweep
 from trainer.comparison_table import precision_name
 from trainer.results import RunResult
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
+# What each reference in reference/index.json is for ("purpose"): the Run page's quick demo, or one batch size
+# of a sweep for When AMP pays off.
+PURPOSES = ("quick-demo", "sweep")
 
 
 @dataclass(frozen=True)
 class Reference:
-    """One recorded comparison (fp32 first), how it was recorded, and what to keep in mind reading it."""
+    """One recorded comparison (fp32 first), how it was recorded, what to keep in mind reading it and what it is for
+    (one of PURPOSES)."""
 
     baseline: RunResult
     candidate: RunResult
     command: str
     note: str
+    purpose: str
 
     @property
     def label(self) -> str:
@@ -35,16 +41,42 @@ class Reference:
         return f"{machine} · {date} · {settings}"
 
 
-def load_references(folder: Path = REFERENCE_DIR, device_type: str | None = None) -> list[Reference]:
-    """The references listed in folder/index.json (for `device_type` only, when given), in the index's order."""
+def load_references(
+    folder: Path = REFERENCE_DIR, device_type: str | None = None, purpose: str | None = None
+) -> list[Reference]:
+    """The references listed in folder/index.json (for `device_type` and `purpose` only, when given), in the index's
+    order. An entry whose purpose is not one of PURPOSES is an error in the index, named with its file."""
     index = folder / "index.json"
     if not index.exists():
         return []
     found = []
     for entry in json.loads(index.read_text(encoding="utf-8")):
+        if entry.get("purpose") not in PURPOSES:
+            raise ValueError(f"{index}: {entry['file']} has purpose {entry.get('purpose')!r}; "
+                             f"choose one of {', '.join(PURPOSES)}")
+        if purpose is not None and entry["purpose"] != purpose:
+            continue
         recorded = json.loads((folder / entry["file"]).read_text(encoding="utf-8"))
         reference = Reference(RunResult.from_dict(recorded["baseline"]), RunResult.from_dict(recorded["candidate"]),
-                              entry["command"], entry["note"])
+                              entry["command"], entry["note"], entry["purpose"])
         if device_type is None or reference.baseline.environment.get("device_type") == device_type:
             found.append(reference)
     return found
+
+
+def reference_sweep(device_type: str) -> list[Reference]:
+    """The largest set of sweep references on this kind of device that differ in batch size alone, smallest batch
+    first: a sweep recorded with `python -m trainer compare`, one batch size per call."""
+    groups: dict[str, list[Reference]] = {}
+    for reference in load_references(device_type=device_type, purpose="sweep"):
+        settings = {k: v for k, v in reference.baseline.config.items() if k != "batch_size"}
+        machine = reference.baseline.environment.get("device_name")
+        groups.setdefault(json.dumps([machine, reference.candidate.precision, settings], sort_keys=True), []).append(
+            reference)
+    sweeps = [g for g in groups.values() if len({r.baseline.config["batch_size"] for r in g}) >= 2]
+    return sorted(max(sweeps, key=len, default=[]), key=lambda r: r.baseline.config["batch_size"])
+
+
+def reference_rows(references: list[Reference]) -> list[SweepRow]:
+    """A reference sweep as the sweep's charts and table read it: one row per run, AMP's speedup beside fp32's."""
+    return summarize_sweep([run for reference in references for run in (reference.baseline, reference.candidate)])
