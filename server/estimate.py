@@ -7,6 +7,7 @@ import statistics
 
 from server.history import HistoryStore, RunTiming
 from server.records import JobSpec
+from trainer.capabilities import DeviceFacts, mode_support
 from trainer.config import MAX_EPOCHS, RunConfig
 from trainer.environment import cpu_has_amx
 
@@ -25,6 +26,8 @@ COARSE_IMAGES_PER_S = {
     "cpu": {"fp32": 1000.0, "amp-bf16": 63.0, "amp-fp16": 13.0},
     "cuda": {"fp32": 100_000.0, "tf32": 120_000.0, "amp-fp16": 150_000.0, "amp-bf16": 150_000.0},
 }
+# The GPU the coarse "cuda" row stands for: a recent one, with TF32 and native bf16.
+COARSE_GPU = DeviceFacts("cuda", "8.0", native_bf16=True)
 # How the cost per image grows with the width multiplier: small widths are bound by memory traffic (about
 # linear), large ones by arithmetic (towards quadratic); a GPU has room to spare at these sizes.
 WIDTH_EXPONENT = {"cpu": 1.5, "cuda": 1.0}
@@ -56,7 +59,7 @@ def estimate_job_seconds(spec: JobSpec, store: HistoryStore | None, device_type:
 
 def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     """A coarse guess from the built-in table (right to within a few times, not better); None if not listed."""
-    peak = COARSE_IMAGES_PER_S.get(_coarse_row(device_type), {}).get(config.precision)
+    peak = COARSE_IMAGES_PER_S.get(_coarse_row(device_type), {}).get(coarse_column(config.precision, device_type))
     if peak is None:
         return None
     per_image_s = config.width ** WIDTH_EXPONENT[device_type] / peak
@@ -67,6 +70,18 @@ def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     steps = -(-images // config.batch_size)
     per_epoch_s = images * per_image_s + steps * COARSE_STEP_OVERHEAD_S[device_type]
     return trained_epochs(config, per_epoch_s) * per_epoch_s + COARSE_FIXED_S[device_type]
+
+
+def coarse_column(precision: str, device_type: str) -> str:
+    """The coarse table's column that stands for `precision` on `device_type`. A mode that computes exactly as
+    another there reads that one's figure (trainer.capabilities decides: fp32-default is fp32 on a CPU, which has no
+    TF32); on the recent GPU of the "cuda" row fp32-default runs the convolutions, nearly all of this CNN's work, in
+    TF32 as PyTorch's defaults do, so it reads the tf32 figure where the row has one."""
+    facts = COARSE_GPU if device_type == "cuda" else DeviceFacts(device_type)
+    column = mode_support(facts).same_as.get(precision, precision)
+    if column == "fp32-default":
+        column = "tf32" if "tf32" in COARSE_IMAGES_PER_S.get(_coarse_row(device_type), {}) else "fp32"
+    return column
 
 
 def _coarse_row(device_type: str) -> str:

@@ -139,3 +139,24 @@ def test_chart_and_table_builders_do_not_import_streamlit():
     code = f"import sys, {modules}; print('streamlit' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_every_precision_mode_has_a_colour_of_its_own():
+    from trainer.config import PRECISIONS
+
+    assert set(charts.PRECISION_COLOURS) == set(PRECISIONS)
+    assert len(set(charts.PRECISION_COLOURS.values())) == len(PRECISIONS)
+    scale = charts.precision_scale(["amp-bf16", "fp32-default", "amp-bf16"]).to_dict()
+    assert scale == {"domain": ["fp32-default", "amp-bf16"],
+                     "range": [charts.PRECISION_COLOURS["fp32-default"], charts.PRECISION_COLOURS["amp-bf16"]]}
+
+
+def test_the_class_chart_colours_each_mode_as_the_other_charts_do():
+    from server.instructor import ClassRow
+    from ui.exports import class_frame
+
+    rows = [ClassRow(name, 1_780_000_000.0, "Test CPU", "fp32", mode, 1.2, None, None, 1, "-", None, None, None,
+                     name * 32) for name, mode in (("a", "fp32-default"), ("b", "amp-bf16"))]
+    colour = charts.class_speedup_chart(class_frame(rows)).to_dict()["layer"][0]["encoding"]["color"]
+    assert colour["scale"]["domain"] == ["fp32-default", "amp-bf16"]
+    assert colour["scale"]["range"] == [charts.PRECISION_COLOURS["fp32-default"], charts.PRECISION_COLOURS["amp-bf16"]]

@@ -7,6 +7,7 @@ from lessons.payoff import SweepRow
 from lessons.scaler_sim import ScalerSettings, simulate_gradients
 from lessons.underflow import log2_histogram, scale_sweep
 from ui import learn_charts
+from ui.charts import PRECISION_COLOURS
 
 
 def layer_data(chart) -> list:
@@ -95,6 +96,8 @@ def test_breakdown_and_sweep_charts():
     assert [r["speedup"] for r in layer_data(speedup)[0] if "precision" in r] == [1.5]
     empty = learn_charts.sweep_chart([], "images_per_s", "Throughput", "images/s")
     assert empty.to_dict()["mark"]["type"] == "line"
+    scale = throughput.to_dict()["encoding"]["color"]["scale"]  # the project's colour per mode, as every chart's
+    assert scale == {"domain": ["fp32", "amp-bf16"], "range": [PRECISION_COLOURS["fp32"], PRECISION_COLOURS["amp-bf16"]]}
 
 
 @pytest.mark.parametrize("builder", ["scale_sweep_chart", "breakdown_chart"])

@@ -1,6 +1,6 @@
 import pytest
 
-from server.estimate import coarse_run_seconds, estimate_job_seconds, estimate_run_seconds
+from server.estimate import coarse_column, coarse_run_seconds, estimate_job_seconds, estimate_run_seconds
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
 from trainer.config import RunConfig
@@ -136,3 +136,14 @@ def test_a_repeated_comparison_counts_every_pair(store):
     pair = [RunConfig(epochs=1, subset=2000, loader="resident", precision=p) for p in ("fp32", "amp-bf16")]
     one = estimate_job_seconds(JobSpec("compare", pair), store, "cpu")
     assert estimate_job_seconds(JobSpec("compare", pair * 3).validate(), store, "cpu") == pytest.approx(3 * one)
+
+
+def test_fp32_default_reads_fp32_on_a_cpu_and_tf32_on_a_gpu():
+    assert coarse_column("fp32-default", "cpu") == "fp32"  # no TF32 on a CPU: the same computation
+    assert coarse_column("fp32-default", "cuda") == "tf32"  # PyTorch's defaults: convolutions in TF32
+    assert [coarse_column(mode, "cpu") for mode in ("fp32", "tf32", "amp-bf16")] == ["fp32", "tf32", "amp-bf16"]
+    default, strict, tf32 = (RunConfig(epochs=1, subset=10_000, loader="resident", precision=p)
+                             for p in ("fp32-default", "fp32", "tf32"))
+    assert coarse_run_seconds(default, "cpu") == coarse_run_seconds(strict, "cpu")
+    assert coarse_run_seconds(default, "cuda") == coarse_run_seconds(tf32, "cuda") < coarse_run_seconds(strict, "cuda")
+    assert coarse_run_seconds(RunConfig(precision="fp32-default"), "mps") is None

@@ -6,7 +6,7 @@ Runs come in as an ordered mapping {label: RunResult}; the first one is the base
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import altair as alt
 import pandas as pd
@@ -35,6 +35,19 @@ def numbered(names: Sequence[str]) -> list[str]:
 def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
     """Label runs by precision, numbering repeats, so that two fp32 runs stay apart in a chart."""
     return dict(zip(numbered([precision_name(result.precision) for result in results]), results))
+
+
+# The project's colour per precision mode (trainer.config.PRECISIONS), the same on every chart that colours by mode:
+# fp32-default, fp32 as PyTorch defaults, a lighter blue beside strict fp32's.
+PRECISION_COLOURS = {"fp32": "#4c78a8", "fp32-default": "#9ecae9", "tf32": "#72b7b2", "amp-fp16": "#f58518",
+                     "amp-bf16": "#e45756"}
+
+
+def precision_scale(precisions: Iterable[str]) -> alt.Scale:
+    """The project's colour per precision, for the precisions present only (so the legend lists no others)."""
+    present = set(precisions)
+    shown = [p for p in PRECISION_COLOURS if p in present] or list(PRECISION_COLOURS)
+    return alt.Scale(domain=shown, range=[PRECISION_COLOURS[p] for p in shown])
 
 
 # Long axis labels break at spaces into lines, so that they do not overlap in a half-width chart at 800 px.
@@ -242,7 +255,7 @@ def class_speedup_chart(frame: pd.DataFrame) -> alt.Chart:
     bars = alt.Chart(frame).mark_bar().encode(
         x=alt.X("speedup (x):Q", title="Speedup over the baseline (x)"),
         y=alt.Y("learner:N", sort="-x", title=None),
-        color=alt.Color("compared:N", title="Mode"),
+        color=alt.Color("compared:N", title="Mode", scale=precision_scale(frame["compared"])),
         tooltip=["learner", "device", "baseline", "compared", "speedup (x)", "lowest speedup (x)",
                  "highest speedup (x)", "pairs", "memory saved (%)", "finished (UTC)"],
     )

@@ -10,6 +10,7 @@ import pandas as pd
 
 from lessons.number_formats import BitLayout, FormatRange
 from lessons.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
+from ui.charts import precision_scale
 
 BIT_COLOURS = {"sign": "#d62728", "exponent": "#2ca02c", "mantissa": "#1f77b4"}
 FATE_COLOURS = {
@@ -18,7 +19,6 @@ FATE_COLOURS = {
     "normal": "#2ca02c",
     "overflows to inf": "#7f0f7f",
 }
-PRECISION_COLOURS = {"fp32": "#4c78a8", "tf32": "#72b7b2", "amp-fp16": "#f58518", "amp-bf16": "#e45756"}
 # Powers of ten written out ("10", "1k", "1M"): a format string on a symlog axis printed "0k, 0k, 0k".
 COUNT_LABELS = ("datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + 'M' : datum.value >= 1e3 ? "
                 "format(datum.value / 1e3, '~g') + 'k' : format(datum.value, '~g')")
@@ -226,7 +226,7 @@ def sweep_chart(rows: list[dict], field: str, title: str, axis_title: str, axis_
         .encode(
             x=alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2)),
             y=alt.Y(f"{field}:Q", title=axis_title, axis=alt.Axis(format=axis_format)),
-            color=alt.Color("precision:N", title="precision", scale=_precision_scale(frame["precision"])),
+            color=alt.Color("precision:N", title="precision", scale=precision_scale(frame["precision"])),
             strokeDash=alt.StrokeDash("width:N", title="width"),
             detail="series:N",
             tooltip=["precision:N", "batch_size:Q", "width:N", alt.Tooltip(f"{field}:Q", format=axis_format)],
@@ -243,12 +243,6 @@ def sweep_speedup_chart(rows: list[dict]) -> alt.LayerChart:
         y="speedup:Q", tooltip=[alt.Tooltip("speedup:Q", title="break-even")]
     )
     return alt.layer(line, even)
-
-
-def _precision_scale(precisions: pd.Series) -> alt.Scale:
-    """The project's colour per precision, for the precisions present only (so the legend lists no others)."""
-    present = [p for p in PRECISION_COLOURS if p in set(precisions)] or list(PRECISION_COLOURS)
-    return alt.Scale(domain=present, range=[PRECISION_COLOURS[p] for p in present])
 
 
 def _powers_of_two(values: pd.Series) -> list[float]:
@@ -320,7 +314,7 @@ def memory_by_batch_chart(rows: list[dict]) -> alt.Chart:
         .encode(
             x=alt.X("batch_size:Q", title="batch size", scale=alt.Scale(type="log", base=2)),
             y=alt.Y("MB:Q", title="peak MB in one step"),
-            color=alt.Color("precision:N", title="precision", scale=_precision_scale(frame["precision"])),
+            color=alt.Color("precision:N", title="precision", scale=precision_scale(frame["precision"])),
             tooltip=["precision:N", "batch_size:Q", alt.Tooltip("MB:Q", format=",.1f"),
                      alt.Tooltip("saving:Q", title="AMP saves", format=".0%")],
         )
