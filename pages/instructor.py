@@ -11,7 +11,7 @@ from trainer.errors import ConfigError
 from ui import exports, jobs, session
 from ui.charts import class_speedup_chart
 from ui.experiment import experiment_choices, preset_problems
-from ui.widgets import about
+from ui.widgets import about, queue_caption
 
 QUEUE_REFRESH_S = 5.0  # the console watches the room, not one job: a few seconds' delay is fine
 
@@ -42,8 +42,7 @@ def live_queue() -> None:
     names = jobs.owner_names()
     views = manager.queue_views()
     _, wait = manager.wait_for_new_job()
-    st.caption(f"{len(views)} job{'s' if len(views) != 1 else ''} running or waiting; a job submitted now would "
-               f"start in {about(wait)}.")
+    st.caption(queue_caption(views, manager.slots, wait))
     now = time.time()
     for view in views:
         config = view.spec.runs[0]

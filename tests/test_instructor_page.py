@@ -55,6 +55,8 @@ def test_the_instructor_sees_every_job_cancels_one_and_downloads_the_class(app, 
     open_page(app, "instructor")
     text = " ".join(texts(app.markdown))
     assert "**Grace** · Grace's waiting run · waiting, position 1" in text
+    assert any(c.startswith("This server has 1 worker (cpu): 0 jobs running now, 1 waiting; a job submitted now")
+               for c in texts(app.caption))
     assert app.dataframe[0].value["learner"].tolist() == ["Grace"]
     assert [d.label for d in app.get("download_button")] == ["The class's results (CSV)"]
 

@@ -5,9 +5,10 @@ from test_interpret import NOISY, STEADY
 from test_server_history import make_job
 from ui_fixtures import lab_pair
 
+from server.devices import Slot
 from server.records import JobSpec
 from trainer.config import RunConfig
-from ui.widgets import live_losses, run_names
+from ui.widgets import live_losses, queue_caption, run_names
 
 
 def summary_script(results):
@@ -73,3 +74,13 @@ def test_the_live_loss_chart_keeps_each_run_of_a_precision_apart():
         "AMP (bf16), pair 1 of 2": [{"step": 4, "loss": 2.2}],
         "FP32, pair 2 of 2": [{"step": 4, "loss": 2.1}],  # not merged into the first fp32 run's line
     }
+
+
+def test_the_queue_caption_counts_the_workers_and_the_jobs_running_on_them():
+    views = [make_job(c * 32, status=s) for c, s in (("a", "running"), ("b", "running"), ("c", "queued"))]
+    gpus = [Slot("GPU 0"), Slot("GPU 1")]
+    assert queue_caption(views, gpus, 90.0) == (
+        "This server has 2 workers (GPU 0, GPU 1): 2 jobs running now, 1 waiting; a job submitted now would start "
+        "in about 90.0 s.")
+    assert queue_caption([], [Slot("cpu")], 0.0).startswith("This server has 1 worker (cpu): 0 jobs running now, "
+                                                            "0 waiting;")

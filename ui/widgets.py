@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
+from server.devices import Slot
 from server.records import JobSpec, JobView
 from trainer.comparison_table import format_seconds, precision_name
 from trainer.environment import HardwareReport
@@ -111,6 +112,17 @@ def job_panel(job: JobView, session: str, manager) -> None:
             st.toast("Cancelling the job.")
         else:
             st.warning("This job had already finished.")
+
+
+def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float | None) -> str:
+    """The instructor's live queue in one line: the server's workers (one per device, `slots`) and the jobs running
+    on them now, the jobs waiting (`views`, the job manager's queue), and when a job submitted now would start."""
+    running = sum(view.status == "running" for view in views)
+    waiting = len(views) - running
+    workers = ", ".join(slot.label for slot in slots)
+    return (f"This server has {len(slots)} worker{'s' if len(slots) != 1 else ''} ({workers}): "
+            f"{running} job{'s' if running != 1 else ''} running now, {waiting} waiting; a job submitted now would "
+            f"start in {about(wait_s)}.")
 
 
 def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_reference: bool = False) -> None:
