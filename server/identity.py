@@ -85,10 +85,11 @@ class LearnerStore:
             row = db.execute("SELECT id, display_name FROM learners WHERE token_hash = ?", (_hash(token),)).fetchone()
         return Learner(row["id"], row["display_name"]) if row else None
 
-    def signed_in(self, subject: str, display_name: str) -> Learner:
+    def signed_in(self, subject: str, display_name: object) -> Learner:
         """The learner for a signed-in user (created on first sign-in); the provider's name is kept up to date."""
         learner_id = "u" + hashlib.sha256(subject.encode("utf-8")).hexdigest()[: 2 * LEARNER_ID_BYTES]
-        name = checked_name(display_name[:MAX_NAME_CHARS] if display_name else "signed-in learner")
+        # A provider's name may be blank, spaces only, or long: never refuse a sign-in over it.
+        name = " ".join(str(display_name or "").split())[:MAX_NAME_CHARS].strip() or "signed-in learner"
         with self._history.connect() as db:
             db.execute(
                 "INSERT INTO learners (id, display_name, subject, created_at) VALUES (?, ?, ?, ?) "

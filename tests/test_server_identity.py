@@ -43,3 +43,14 @@ def test_signed_in_learners_keep_one_id_per_subject(learners):
     again = learners.signed_in("issuer|alice", "Alice B.")
     assert first.id == again.id and again.display_name == "Alice B."
     assert learners.signed_in("issuer|bob", "Bob").id != first.id
+
+
+@pytest.mark.parametrize(("given", "kept"), [
+    ("  Ada   Lovelace ", "Ada Lovelace"),
+    ("   ", "signed-in learner"),  # a blank name from the provider must not refuse the sign-in
+    ("", "signed-in learner"),
+    (None, "signed-in learner"),
+    ("x" * (MAX_NAME_CHARS + 5), "x" * MAX_NAME_CHARS),
+])
+def test_a_providers_name_is_tidied_never_refused(learners, given, kept):
+    assert learners.signed_in("issuer|ada", given).display_name == kept

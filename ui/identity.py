@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 import streamlit as st
-from streamlit.errors import StreamlitSecretNotFoundError
+from streamlit.auth_util import is_authlib_installed, validate_auth_credentials
+from streamlit.errors import StreamlitAuthError, StreamlitSecretNotFoundError
 
 from server.identity import Learner, LearnerStore
 from trainer.errors import ConfigError
@@ -17,6 +18,8 @@ COOKIE = "amp_lab_learner"
 LINK_PARAM = "learner"
 COOKIE_MAX_AGE_S = 180 * 24 * 3600  # a course's length: a learner comes back next week as themselves
 LEARNER_KEY = "amp_lab_learner"
+SUBJECT_KEY = "amp_lab_subject"  # whose sign-in the cached learner is
+AUTH_REQUIREMENTS = "requirements-auth.txt"
 
 
 def sign_in_configured() -> bool:
@@ -29,6 +32,23 @@ def sign_in_configured() -> bool:
         return "auth" in st.secrets
     except (FileNotFoundError, StreamlitSecretNotFoundError):
         return False
+
+
+def sign_in_problem() -> str | None:
+    """Why `st.login` cannot work on this server, in one line (a package missing, the [auth] block incomplete);
+    None when it can."""
+    try:
+        # What Streamlit's /auth/login route imports: Authlib and its HTTP client (which Authlib does not pull in).
+        import authlib.integrations.starlette_client  # noqa: F401
+    except ImportError as err:
+        return f"the sign-in packages are not installed ({err}): install {AUTH_REQUIREMENTS} into .venv and restart"
+    if not is_authlib_installed():
+        return f"Authlib is older than Streamlit needs: install {AUTH_REQUIREMENTS} into .venv and restart"
+    try:
+        validate_auth_credentials("default")
+    except StreamlitAuthError as err:
+        return " ".join(str(err).split())
+    return None
 
 
 def current_learner(store: LearnerStore) -> Learner:
@@ -52,6 +72,9 @@ def signed_in_email() -> str | None:
     """The signed-in user's email when sign-in is configured and they are signed in, else None."""
     if not sign_in_configured() or not st.user.is_logged_in:
         return None
+    # A provider that says the address is unverified may let anyone claim it: never match it to the instructor's.
+    if str(st.user.get("email_verified", True)).lower() == "false":
+        return None
     return st.user.get("email")
 
 
@@ -62,6 +85,9 @@ def private_link_token() -> str | None:
 
 def rename(store: LearnerStore, learner: Learner, name: str) -> Learner | None:
     """Change this learner's display name; a bad name is one error line and None."""
+    if st.session_state.get(SUBJECT_KEY):
+        st.error("Your name comes from your sign-in; change it with your identity provider.")
+        return None
     try:
         renamed = store.rename(learner.id, name)
     except ConfigError as err:
@@ -74,11 +100,20 @@ def rename(store: LearnerStore, learner: Learner, name: str) -> Learner | None:
 def _signed_in(store: LearnerStore) -> Learner:
     if not st.user.is_logged_in:
         st.title("AMP Lab")
-        st.info("This class's server asks you to sign in, so that your jobs and results stay yours.")
-        st.button("Sign in", on_click=st.login, type="primary")
+        problem = sign_in_problem()
+        if problem:
+            st.error(f"Sign-in is set up on this server but cannot start: {problem.rstrip('.')}.")
+        else:
+            st.info("This class's server asks you to sign in, so that your jobs and results stay yours.")
+            st.button("Sign in", on_click=st.login, type="primary")
         st.stop()
     subject = f"{st.user.get('iss', '')}|{st.user.get('sub') or st.user.get('email')}"
-    return store.signed_in(subject, st.user.get("name") or st.user.get("email") or "")
+    learner = st.session_state.get(LEARNER_KEY)
+    if learner is not None and st.session_state.get(SUBJECT_KEY) == subject:
+        return learner  # every rerun and fragment tick asks: one write to the history file per session is enough
+    learner = store.signed_in(subject, st.user.get("name") or st.user.get("email") or "")
+    st.session_state[LEARNER_KEY], st.session_state[SUBJECT_KEY] = learner, subject
+    return learner
 
 
 def _keep_in_browser(token: str) -> None:
