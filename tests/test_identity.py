@@ -132,3 +132,33 @@ def test_an_incomplete_auth_block_is_one_line(secrets_file, store):
 
 def test_nothing_stands_in_the_way_of_a_complete_block_with_the_stack_installed(secrets_file):
     assert identity.sign_in_problem() is None
+
+
+def panel_script():
+    from ui import session
+
+    session.learner_panel()
+
+
+@pytest.mark.parametrize("signed_in", [True, False])
+def test_the_sidebar_offers_sign_out_to_a_provider_user_and_a_name_box_to_the_others(
+    signed_in, secrets_file, tmp_path, monkeypatch
+):
+    import streamlit as st
+
+    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
+    if not signed_in:
+        secrets_file.write_text("")  # no [auth] block: the name-and-token learner
+        secrets_singleton._reset()
+    at = AppTest.from_function(panel_script, default_timeout=60)
+    at.user = ADA
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    labels = [button.label for button in at.sidebar.button]
+    names = [box.label for box in at.sidebar.text_input]
+    if signed_in:
+        assert labels == ["Sign out"] and names == []
+        assert "Ada Lovelace" in at.sidebar.caption[0].value
+    else:
+        assert "Sign out" not in labels and names == ["Display name"]
+    st.cache_resource.clear()

@@ -78,6 +78,11 @@ def signed_in_email() -> str | None:
     return st.user.get("email")
 
 
+def signed_in_with_provider() -> bool:
+    """True when this learner came through the identity provider (their name and identity are the provider's)."""
+    return bool(st.session_state.get(SUBJECT_KEY))
+
+
 def private_link_token() -> str | None:
     """This browser's own token, for the learner's bookmark link (shown to them only)."""
     return st.session_state.get(f"{LEARNER_KEY}_token")
@@ -85,7 +90,7 @@ def private_link_token() -> str | None:
 
 def rename(store: LearnerStore, learner: Learner, name: str) -> Learner | None:
     """Change this learner's display name; a bad name is one error line and None."""
-    if st.session_state.get(SUBJECT_KEY):
+    if signed_in_with_provider():
         st.error("Your name comes from your sign-in; change it with your identity provider.")
         return None
     try:

@@ -21,7 +21,14 @@ from trainer.child_process import ChildProcessError, run_python_json
 from trainer.environment import HardwareReport, hardware_report
 from trainer.errors import TrainerError
 from ui.choices import Choice, accepts, refusal
-from ui.identity import LINK_PARAM, current_learner, private_link_token, rename, signed_in_email
+from ui.identity import (
+    LINK_PARAM,
+    current_learner,
+    private_link_token,
+    rename,
+    signed_in_email,
+    signed_in_with_provider,
+)
 
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
 INSTRUCTOR_KEY = "amp_lab_instructor"
@@ -133,6 +140,14 @@ def learner_panel() -> None:
     me = learner()
     with st.sidebar:
         st.caption(f"You are **{me.display_name}**" + (" · instructor" if is_instructor() else ""))
+        if signed_in_with_provider():
+            # Name and identity are the provider's: nothing to change here, and no bookmark token to show.
+            st.button("Sign out", on_click=st.logout, key="sign_out")
+            if _password_gate().enabled and not is_instructor():
+                with st.popover("Instructor"):
+                    _instructor_sign_in()
+            cancel_from_link()
+            return
         with st.popover("Change name or bookmark"):
             name = st.text_input("Display name", value=me.display_name, max_chars=MAX_NAME_CHARS)
             if name != me.display_name and rename(get_learners(), me, name):

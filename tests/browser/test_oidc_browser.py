@@ -129,5 +129,12 @@ def test_signed_in_users_own_their_jobs_and_the_allowed_email_gets_the_console(
         wait_until_idle(bob)
         expect(bob.get_by_text(REFUSAL)).to_have_text(f"Job {job.id} {REFUSAL}")
 
+        # Signing out ends Bob's session in this browser: the Sign in button again, no pages.
+        sidebar_sign_out = bob.locator('[data-testid="stSidebar"]').get_by_role("button", name="Sign out")
+        sidebar_sign_out.click()
+        wait_until_idle(bob)
+        expect(bob.get_by_role("button", name="Sign in")).to_be_visible()
+        assert not bob.locator('[data-testid="stSidebarNav"]').count()
+
     # Both sign-ins were real code exchanges: the client's secret and a PKCE verifier each time.
     assert provider.token_requests == [{"auth": "client_secret_basic", "pkce": True}] * 2
