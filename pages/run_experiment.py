@@ -16,6 +16,7 @@ from ui.experiment import (
     experiment_choices,
     pairs_name,
     subset_name,
+    tf32_note,
 )
 from ui.predict import predict_then_check
 from ui.reference import load_references
@@ -99,7 +100,9 @@ with left:
 with right:
     pick("amp", st.radio, help="The mode that is compared with the fp32 baseline.", horizontal=True)
     for mode, reason in missing_modes.items():
-        st.caption(f"{mode} is not offered here: {reason}.")
+        if mode != "fp32-default":  # the TF32 note below says why
+            st.caption(f"{mode} is not offered here: {reason}.")
+    st.caption(tf32_note(report))
     pick("repeats", st.radio, format_func=pairs_name, horizontal=True)
     st.caption(
         "More pairs (fp32 and your mode, alternately) give the speedup a range, so you can see whether it holds; "
@@ -129,10 +132,7 @@ with right:
 
 values = {param: st.session_state[choice.key] for param, choice in choices.items()}
 if values["amp"] == "amp-fp16" and report.device_type == "cpu":
-    st.warning(
-        "amp-fp16 on a CPU: there are no fast fp16 kernels here, so expect this run to take tens of times longer "
-        "than fp32. It is allowed only on a subset; amp-bf16 is the mode for this CPU."
-    )
+    st.warning(f"amp-fp16 on this server's CPU: {report.cpu_fp16_note}")
 blocked = blocking_reasons(values, report)
 for reason in blocked:
     st.error(reason)

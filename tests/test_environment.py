@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import trainer.environment as environment
-from trainer.environment import CPU_FLAGS_OF_INTEREST, capture_environment, hardware_report
+from trainer.environment import CPU_FLAGS_OF_INTEREST, HardwareReport, capture_environment, hardware_report
 
 
 def _proc_flags() -> set[str]:
@@ -70,3 +70,6 @@ def test_the_cpu_fp16_note_is_said_of_this_cpu_from_its_amx_fp16_flag(monkeypatc
     fp16_notes = [note for note in report.notes if "fp16" in note]
     assert len(fp16_notes) == 1 and fp16_notes[0].startswith("This CPU has")
     assert ("tens of times slower" in fp16_notes[0] + report.expected_gain) is not fast_fp16
+    # The Run page's amp-fp16 warning reads the same sentence from the report, also after a round trip as JSON.
+    assert report.cpu_amx_fp16 is fast_fp16
+    assert HardwareReport.from_dict(report.to_dict()).cpu_fp16_note == fp16_notes[0]

@@ -14,6 +14,7 @@ from ui.experiment import (
     experiment_choices,
     log_every,
     quick_demo_spec,
+    tf32_note,
 )
 
 
@@ -52,6 +53,16 @@ def test_fp32_default_is_offered_only_where_it_differs_from_fp32():
     spec = comparison_spec(values(amp="fp32-default"))
     assert [run.precision for run in spec.runs] == ["fp32", "fp32-default"]
     spec.validate()
+
+
+def test_the_tf32_note_says_which_fp32_is_the_labs_where_tf32_exists():
+    ampere = tf32_note(AMPERE)
+    assert ampere.startswith("**fp32 in this app is strict fp32**: TF32 off")
+    assert "its fp32 convolutions run in TF32" in ampere and "**fp32-default** (fp32 as PyTorch defaults) is the lab's " \
+        "baseline" in ampere
+    assert tf32_note(CPU) == ("On a CPU there is no TF32, so this app's fp32 and fp32 as PyTorch defaults (the lab's "
+                              "baseline) are the same arithmetic here.")
+    assert tf32_note(VOLTA).startswith("On this GPU (compute capability 7.0) there is no TF32, so")
 
 
 def test_choices_follow_the_instructors_limits():

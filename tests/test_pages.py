@@ -17,10 +17,11 @@ from server.history import HistoryStore
 from server.identity import LearnerStore
 from trainer.comparison_table import format_seconds
 from trainer.config import RunConfig
+from trainer.environment import HardwareReport, hardware_report
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult, median_pair, split_pairs
 from ui.charts import run_labels
-from ui.experiment import QUICK_DEMO
+from ui.experiment import QUICK_DEMO, tf32_note
 from ui.reference import load_references
 
 JOB_TIMEOUT_S = 120
@@ -124,6 +125,9 @@ def test_run_page_offers_the_labs_settings(app):
     assert shown == [f"**Reference:** {r.label}" for r in load_references(device_type=device_type,
                                                                             purpose="quick-demo")]
     assert len(shown) < len(load_references(device_type="cpu"))  # the sweep's points are on When AMP pays off
+    if not torch.cuda.is_available():  # strict fp32 and the lab's fp32 are one and the same on a CPU
+        assert tf32_note(hardware_report("cpu")) in texts(app.caption)
+        assert not any(c.startswith("fp32-default is not offered") for c in texts(app.caption))
     app.button[2].click().run()  # no comparison yet: the answer waits for one
     assert any("No guess this time." in m for m in texts(app.markdown))
 
@@ -193,12 +197,25 @@ def test_out_of_range_query_params_are_refused_and_good_ones_applied(app):
     assert app.select_slider(key="run_batch_size").value == 128
 
 
+def test_run_page_on_a_gpu_with_tf32_says_its_fp32_is_strict_and_the_labs_is_fp32_default(cpu_app, monkeypatch):
+    from ui import session
+
+    ampere = HardwareReport("A100", "cuda", tensor_cores=True, native_bf16=True, cpu_bf16=False, cpu_amx=False,
+                            cpu_fp16=False, recommended_amp="amp-bf16", expected_gain="", compute_capability="8.0")
+    monkeypatch.setattr(session, "_hardware_for", lambda device_type: ampere)  # the report a TF32 GPU would give
+    open_page(cpu_app, "run_experiment")
+    assert "fp32-default" in cpu_app.radio(key="run_amp").options
+    assert tf32_note(ampere) in texts(cpu_app.caption)
+    assert "**fp32 in this app is strict fp32**" in tf32_note(ampere)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="amp-fp16 is restricted only on a CPU")
 def test_fp16_on_a_cpu_needs_a_subset_and_carries_a_warning(app):
     open_page(app, "run_experiment")
     app.radio(key="run_amp").set_value("amp-fp16")
     app.select_slider(key="run_subset").set_value(None).run()
-    assert any("tens of times longer than fp32" in w for w in texts(app.warning))
+    # Said of this CPU, from the hardware report (AMX-FP16 units or not), not of every CPU.
+    assert f"amp-fp16 on this server's CPU: {hardware_report('cpu').cpu_fp16_note}" in texts(app.warning)
     assert any("at most 5,000 training images" in e for e in texts(app.error))
     assert app.button[0].disabled
     app.select_slider(key="run_subset").set_value(2048).run()

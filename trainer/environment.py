@@ -18,6 +18,17 @@ from trainer.precision import tf32_flags
 CPU_FLAGS_OF_INTEREST = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16")
 
 
+def _cpu_fp16_note(amx_fp16: bool) -> str:
+    """Whether fp16 autocast is fast on a CPU, said of that CPU: with AMX-FP16 units or without."""
+    # fp16 was tens of times slower than fp32 on both CPUs measured (AVX2 only; AMX-BF16 with AVX512-FP16); only
+    # AMX-FP16 units (Intel Xeon 6 on) give CPU fp16 matrix products hardware of their own.
+    if amx_fp16:
+        return ("This CPU has AMX-FP16 units, which recent PyTorch uses for fp16 matrix products: time amp-fp16 "
+                "against amp-bf16 here rather than assume either is faster.")
+    return ("This CPU has no fp16 matrix hardware (AMX-FP16, in Intel Xeon 6 and newer), so fp16 autocast here is "
+            "tens of times slower than fp32: amp-fp16 is for GPUs.")
+
+
 @lru_cache(maxsize=1)
 def _cpuinfo() -> tuple[str, frozenset[str]]:
     """CPU model name and feature flags from /proc/cpuinfo (empty where that file does not exist)."""
@@ -104,6 +115,12 @@ class HardwareReport:
     expected_gain: str  # one plain sentence
     notes: list[str] = field(default_factory=list)
     compute_capability: str | None = None
+    cpu_amx_fp16: bool = False  # AMX-FP16 units: fp16 matrix products in hardware on the CPU (Intel Xeon 6)
+
+    @property
+    def cpu_fp16_note(self) -> str:
+        """Whether fp16 autocast is fast on this machine's CPU, in one sentence about this CPU."""
+        return _cpu_fp16_note(self.cpu_amx_fp16)
 
     @property
     def facts(self) -> DeviceFacts:
@@ -125,7 +142,7 @@ def hardware_report(device: torch.device | str | None = None) -> HardwareReport:
     cpu_amx = cpu_has_amx()
     cpu_bf16 = bool(flags & {"avx512_bf16", "amx_bf16"})
     cpu_fp16 = "avx512_fp16" in flags
-    common = dict(cpu_bf16=cpu_bf16, cpu_amx=cpu_amx, cpu_fp16=cpu_fp16)
+    common = dict(cpu_bf16=cpu_bf16, cpu_amx=cpu_amx, cpu_fp16=cpu_fp16, cpu_amx_fp16="amx_fp16" in flags)
     if device.type == "cuda":
         return _gpu_report(device, common)
     return _cpu_report(common)
@@ -174,16 +191,7 @@ def _gpu_report(device: torch.device, common: dict) -> HardwareReport:
 
 
 def _cpu_report(common: dict) -> HardwareReport:
-    # fp16 was tens of times slower than fp32 on both CPUs measured (AVX2 only; AMX-BF16 with AVX512-FP16); only
-    # AMX-FP16 units (Intel Xeon 6 on) give CPU fp16 matrix products hardware of their own, so say it per CPU.
-    if "amx_fp16" in cpu_flags():
-        fp16_note = ("This CPU has AMX-FP16 units, which recent PyTorch uses for fp16 matrix products: time "
-                     "amp-fp16 against amp-bf16 here rather than assume either is faster.")
-        slow_fp16 = ""
-    else:
-        fp16_note = ("This CPU has no fp16 matrix hardware (AMX-FP16, in Intel Xeon 6 and newer), so fp16 autocast "
-                     "here is tens of times slower than fp32: amp-fp16 is for GPUs.")
-        slow_fp16 = "; fp16 autocast here is tens of times slower"
+    slow_fp16 = "" if common["cpu_amx_fp16"] else "; fp16 autocast here is tens of times slower"
     if common["cpu_amx"]:
         recommended = "amp-bf16"
         gain = (
@@ -210,6 +218,7 @@ def _cpu_report(common: dict) -> HardwareReport:
         native_bf16=False,
         recommended_amp=recommended,
         expected_gain=gain,
-        notes=[fp16_note, "tf32 exists only on NVIDIA GPUs (compute capability 8.0 or newer)."],
+        notes=[_cpu_fp16_note(common["cpu_amx_fp16"]),
+               "tf32 exists only on NVIDIA GPUs (compute capability 8.0 or newer)."],
         **common,
     )

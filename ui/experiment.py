@@ -49,6 +49,23 @@ def amp_modes(report: HardwareReport) -> tuple[tuple[str, ...], dict[str, str]]:
     return tuple(mode for mode in COMPARED_MODES if mode not in missing), missing
 
 
+def tf32_note(report: HardwareReport) -> str:
+    """What this app's "fp32" is beside the lab script's on this device (trainer.capabilities decides whether TF32
+    exists here): on a GPU with TF32, strict fp32 against the lab's TF32 convolutions; elsewhere, one line saying
+    that the two are the same."""
+    if mode_support(report.facts).same_as.get("fp32-default") == "fp32":
+        device = "a CPU" if report.device_type == "cpu" else f"this GPU (compute capability {report.compute_capability})"
+        return (f"On {device} there is no TF32, so this app's fp32 and fp32 as PyTorch defaults (the lab's baseline) "
+                "are the same arithmetic here.")
+    return (
+        "**fp32 in this app is strict fp32**: TF32 off for convolutions and matmuls. The lab's script as written sets "
+        "no TF32 switches, so on this GPU (Ampere or newer) its fp32 convolutions run in TF32, as PyTorch lets cuDNN "
+        "do by default. **fp32-default** (fp32 as PyTorch defaults) is the lab's baseline: pick it as the mode to "
+        "compare to see what those TF32 convolutions gain over strict fp32; AMP's speedup over strict fp32 is larger "
+        "than over the lab's baseline by about that much."
+    )
+
+
 def default_amp(report: HardwareReport, offered: tuple[str, ...]) -> str:
     if report.recommended_amp in offered:
         return report.recommended_amp
