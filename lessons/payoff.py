@@ -20,6 +20,10 @@ PAYS_OFF_SPEEDUP = 1.05
 MEMORY_PREFERENCE = ("torch_max_allocated", "nvml_device_used", "torch_max_reserved", "process_rss_growth")
 DATA_BOUND_SHARE = 0.5  # waiting for data at least half the time: the pipeline bounds the run
 DATA_NOTICEABLE_SHARE = 0.2
+# Where a run's training time went, as the breakdown's chart stacks it and its sentence counts it.
+COMPUTE_PART = "training compute"
+WAIT_PART = "waiting for data"
+WORKERS_PART = "workers' CPU on the same cores"
 
 
 @dataclass
@@ -66,8 +70,21 @@ class BreakdownRow:
         total = (self.data_wait_s + self.compute_s) * (self.cores or 0)
         return (self.worker_cpu_s or 0.0) / total if total > 0 else 0.0
 
+    def parts(self) -> dict[str, float]:
+        """The training time in seconds by where it went: waiting for data; on a CPU, the workers' CPU time over the
+        cores (worker_share of it), taken out of the computing; the rest, training compute. A part's share of the
+        total is the share the sentence gives."""
+        total = self.data_wait_s + self.compute_s
+        parts = {WAIT_PART: self.data_wait_s, COMPUTE_PART: self.compute_s}
+        if self.worker_cpu_s is not None and self.cores:
+            workers = self.worker_share * total
+            # Workers busy while the loop waited too can exceed the computing: compute then shows as none.
+            parts.update({COMPUTE_PART: max(0.0, self.compute_s - workers), WORKERS_PART: workers})
+        return parts
+
     def to_dict(self) -> dict:
-        return {**asdict(self), "data_share": self.data_share, "worker_share": self.worker_share}
+        return {**asdict(self), "data_share": self.data_share, "worker_share": self.worker_share,
+                "parts": self.parts()}
 
 
 # ---- the sweep -------------------------------------------------------------------------------------------

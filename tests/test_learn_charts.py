@@ -3,7 +3,7 @@ import pytest
 
 from lessons.autocast_trace import trace_dtypes
 from lessons.number_formats import encode, format_table
-from lessons.payoff import SweepRow
+from lessons.payoff import BreakdownRow, SweepRow, breakdown_sentence
 from lessons.scaler_sim import ScalerSettings, simulate_gradients
 from lessons.underflow import log2_histogram, scale_sweep
 from ui import learn_charts
@@ -83,7 +83,7 @@ def test_dtype_grid_chart_from_traces():
 
 
 def test_breakdown_and_sweep_charts():
-    breakdown = learn_charts.breakdown_chart([{"loader": "dataloader", "data_wait_s": 3.0, "compute_s": 1.0}])
+    breakdown = learn_charts.breakdown_chart([BreakdownRow("dataloader", "fp32", 64, 3.0, 1.0, 100.0).to_dict()])
     assert len(layer_data(breakdown)[0]) == 2
     rows = [
         SweepRow("fp32", 64, 1, "ok", 1000.0, 10_000, "process_rss_growth").to_dict(),
@@ -98,6 +98,30 @@ def test_breakdown_and_sweep_charts():
     assert empty.to_dict()["mark"]["type"] == "line"
     scale = throughput.to_dict()["encoding"]["color"]["scale"]  # the project's colour per mode, as every chart's
     assert scale == {"domain": ["fp32", "amp-bf16"], "range": [PRECISION_COLOURS["fp32"], PRECISION_COLOURS["amp-bf16"]]}
+
+
+def test_the_breakdown_chart_shows_the_workers_cpu_as_its_own_part_as_the_sentence_counts_it():
+    # The issue's CPU case: 2% waiting, yet the workers took 40 s of CPU from the 2 cores during 38 s of training.
+    rows = [BreakdownRow("dataloader", "fp32", 256, data_wait_s=0.7, compute_s=37.3, images_per_s=1000.0,
+                         worker_cpu_s=40.0, cores=2),
+            BreakdownRow("resident", "fp32", 256, data_wait_s=0.1, compute_s=20.9, images_per_s=1810.0)]
+    chart = learn_charts.breakdown_chart([row.to_dict() for row in rows])
+    data = {(d["loader"], d["part"]): d for d in layer_data(chart)[0]}
+    assert set(data) == {("dataloader", "training compute"), ("dataloader", "waiting for data"),
+                         ("dataloader", "workers' CPU on the same cores"), ("resident", "training compute"),
+                         ("resident", "waiting for data")}
+    workers = data[("dataloader", "workers' CPU on the same cores")]
+    assert workers["seconds"] == pytest.approx(20.0) and workers["share"] == pytest.approx(rows[0].worker_share)
+    assert data[("dataloader", "training compute")]["seconds"] == pytest.approx(37.3 - 20.0)
+    assert sum(d["seconds"] for (loader, _), d in data.items() if loader == "dataloader") == pytest.approx(38.0)
+    sentence = breakdown_sentence(rows)
+    assert f"{workers['share']:.0%} of the 2 cores' time" in sentence
+    assert f"{data[('dataloader', 'waiting for data')]['share']:.0%} of the training time went to waiting" in sentence
+    colour = chart.to_dict()["encoding"]["color"]["scale"]
+    assert colour["domain"] == ["training compute", "waiting for data", "workers' CPU on the same cores"]
+    # A GPU run (or one without the workers' figure) has no such part, and the legend does not offer one.
+    gpu = learn_charts.breakdown_chart([rows[1].to_dict()]).to_dict()["encoding"]["color"]["scale"]
+    assert gpu["domain"] == ["training compute", "waiting for data"]
 
 
 @pytest.mark.parametrize("builder", ["scale_sweep_chart", "breakdown_chart"])

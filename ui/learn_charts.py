@@ -9,6 +9,7 @@ import altair as alt
 import pandas as pd
 
 from lessons.number_formats import BitLayout, FormatRange
+from lessons.payoff import COMPUTE_PART, WAIT_PART, WORKERS_PART
 from lessons.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
 from ui.charts import precision_scale
 
@@ -22,6 +23,8 @@ FATE_COLOURS = {
 # Powers of ten written out ("10", "1k", "1M"): a format string on a symlog axis printed "0k, 0k, 0k".
 COUNT_LABELS = ("datum.value >= 1e6 ? format(datum.value / 1e6, '~g') + 'M' : datum.value >= 1e3 ? "
                 "format(datum.value / 1e3, '~g') + 'k' : format(datum.value, '~g')")
+PART_ORDER = [COMPUTE_PART, WAIT_PART, WORKERS_PART]
+PART_COLOURS = {COMPUTE_PART: "#4c78a8", WAIT_PART: "#bab0ac", WORKERS_PART: "#f58518"}
 DTYPE_COLOURS = {"float32": "#4c78a8", "float16": "#f58518", "bfloat16": "#e45756", "-": "#eeeeee"}
 
 
@@ -195,20 +198,27 @@ def dtype_grid_chart(rows: list[dict]) -> alt.Chart:
 
 
 def breakdown_chart(rows: list[dict]) -> alt.Chart:
-    """Seconds waiting for data vs computing, one stacked bar per loader."""
-    parts = []
-    for row in rows:
-        parts.append({"loader": row["loader"], "part": "waiting for data", "seconds": row["data_wait_s"]})
-        parts.append({"loader": row["loader"], "part": "computing", "seconds": row["compute_s"]})
+    """One stacked bar per loader (BreakdownRow.to_dict()): training compute, waiting for data and, on a CPU, the
+    DataLoader workers' CPU time taken from the same cores, in seconds of the training time."""
+    parts = [
+        {"loader": row["loader"], "part": part, "order": PART_ORDER.index(part), "seconds": seconds,
+         "share": seconds / total if (total := row["data_wait_s"] + row["compute_s"]) > 0 else 0.0}
+        for row in rows
+        for part, seconds in row["parts"].items()
+    ]
+    shown = [part for part in PART_ORDER if any(p["part"] == part for p in parts)] or PART_ORDER[:2]
+    frame = pd.DataFrame(parts, columns=["loader", "part", "order", "seconds", "share"])
     return (
-        alt.Chart(pd.DataFrame(parts))
+        alt.Chart(frame)
         .mark_bar()
         .encode(
             y=alt.Y("loader:N", title=None),
-            x=alt.X("seconds:Q", title="seconds", stack=True),
-            color=alt.Color("part:N", title=None, scale=alt.Scale(domain=["waiting for data", "computing"],
-                                                                   range=["#bab0ac", "#4c78a8"])),
-            tooltip=["loader:N", "part:N", alt.Tooltip("seconds:Q", format=".2f")],
+            x=alt.X("seconds:Q", title="seconds of training", stack=True),
+            color=alt.Color("part:N", title=None, sort=shown,
+                            scale=alt.Scale(domain=shown, range=[PART_COLOURS[part] for part in shown])),
+            order=alt.Order("order:Q"),
+            tooltip=["loader:N", "part:N", alt.Tooltip("seconds:Q", format=".2f"),
+                     alt.Tooltip("share:Q", title="share of the training time", format=".0%")],
         )
         .properties(title="Where the training time goes")
     )
