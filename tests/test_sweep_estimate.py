@@ -14,18 +14,23 @@ from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult
 
-RUN_S = {"fp32": 0.2, "amp-bf16": 0.8}  # a fake run's wall time per mode: amp the slower, as emulated bf16 is
+# A fake run's throughput per mode (images/s), the same at every batch size: amp the slower, as emulated bf16 is.
+IMAGES_PER_S = {"fp32": 320.0, "amp-bf16": 80.0}
+
+
+def run_seconds(precision: str, images: int) -> float:
+    return images / IMAGES_PER_S[precision]
 
 
 def timed_runner(config, on_spawn=None, **kwargs):
-    """A run that takes RUN_S of its mode and reports a steady throughput from that time."""
+    """A run that trains its images at its mode's throughput and reports that throughput."""
     if on_spawn:
         on_spawn(4321)
-    seconds = RUN_S[config.precision]
+    seconds = run_seconds(config.precision, config.subset)
     time.sleep(seconds)
     result = RunResult(
         config=config.to_dict(), environment={"device_type": "cpu"}, total_time_s=seconds,
-        epoch_times_s=[seconds], steady_images_per_s=config.subset / seconds, peak_memory={},
+        epoch_times_s=[seconds], steady_images_per_s=IMAGES_PER_S[config.precision], peak_memory={},
         loss_history=[{"step": 1, "epoch": 1, "loss": 2.0}], test_accuracy=0.1, train_images=config.subset,
     )
     return RunOutcome(config, "ok", result=result)
@@ -49,9 +54,10 @@ def test_each_estimate_meets_its_own_runs_time_and_the_second_sweep_learns_from_
     assert [(r["precision"], r["batch_size"]) for r in fresh["runs"]] == [
         ("fp32", 16), ("amp-bf16", 16), ("fp32", 32), ("amp-bf16", 32)]
     for run in fresh["runs"]:  # the real time is the run's own, not the job's or a neighbour's
-        assert RUN_S[run["precision"]] <= run["real_s"] < RUN_S[run["precision"]] + 0.5
+        expected = run_seconds(run["precision"], 4 * run["batch_size"])
+        assert expected <= run["real_s"] < expected + 0.15
         assert run["estimate_s"] > 0 and run["ratio"] == pytest.approx(run["estimate_s"] / run["real_s"])
-    assert fresh["real_s"] >= sum(RUN_S[r["precision"]] for r in fresh["runs"])
+    assert fresh["real_s"] >= sum(run_seconds(r["precision"], 4 * r["batch_size"]) for r in fresh["runs"])
 
     second = run_round(manager, plan, "second")
     for before, run in zip(fresh["runs"], second["runs"]):
