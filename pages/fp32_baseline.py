@@ -81,9 +81,8 @@ asynchronously and the clock would otherwise stop early.
 
 st.subheader("How fast is the baseline here?")
 device_type = session.get_job_manager().device_type
-# Of the references on this kind of device, the one nearest the lab's batch of 256 (fp32 throughput grows with it).
-reference = min(load_references(device_type=device_type), default=None,
-                key=lambda r: abs((r.baseline.config.get("batch_size") or 0) - 256))
+# The quick demo as recorded on this kind of device: its fp32 run's throughput.
+reference = next(iter(load_references(device_type=device_type, purpose="quick-demo")), None)
 low, high, start, step = THROUGHPUT_GUESS[device_type]
 if predict_then_check(
     "baseline-throughput",

@@ -62,8 +62,7 @@ st.markdown(
     "finishes within a minute or two (longer if other learners' jobs are queued)."
 )
 # The quick demo as recorded on this kind of device (reference/), so that a guess can be checked before any run.
-demo_reference = next((r for r in load_references(device_type=report.device_type)
-                       if all(r.baseline.config.get(k) == v for k, v in QUICK_DEMO.items())), None)
+demo_reference = next(iter(load_references(device_type=report.device_type, purpose="quick-demo")), None)
 demo_mode = demo_reference.candidate.precision if demo_reference else "AMP"
 if predict_then_check(
     "quick-demo-speedup", f"In the quick demo on a {report.device_type.upper()} like this server's, how many times "

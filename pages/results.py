@@ -11,6 +11,7 @@ from ui import exports, jobs, session
 from ui.charts import run_labels
 from ui.choices import shown
 from ui.interpret import uncertainty
+from ui.reference import load_references, reference_panel
 from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, when
 
 st.title("Results")
@@ -46,6 +47,14 @@ if not options:
         st.info("You have no finished comparison yet: run one (a minute with a small subset), or look at the "
                 "whole class's above.")
     st.page_link(RUN_PAGE, label="Run the experiment", icon="🧪")
+    device_type = session.get_job_manager().device_type
+    references = load_references(device_type=device_type, purpose="quick-demo")
+    if references:
+        st.subheader("Meanwhile: a reference comparison, not yours")
+        st.caption(f"The quick demo as recorded with this project's command line on a {device_type.upper()} like this "
+                   "server's: real figures to read before your own. Your comparisons replace it here.")
+    for reference in references:
+        reference_panel(reference)
     st.stop()
 
 ids = list(options)

@@ -6,7 +6,7 @@ import streamlit as st
 from server.estimate import estimate_job_seconds
 from trainer.datasets import cifar10_available
 from trainer.results import speedup_interval, split_pairs
-from ui import charts, jobs, session
+from ui import jobs, session
 from ui.experiment import (
     DATA_NAMES,
     LOADER_NAMES,
@@ -19,7 +19,7 @@ from ui.experiment import (
     tf32_note,
 )
 from ui.predict import predict_then_check
-from ui.reference import load_references
+from ui.reference import load_references, reference_panel
 from ui.widgets import about, job_panel
 
 RUNNING_REFRESH_S = 1.0
@@ -156,10 +156,7 @@ with st.expander(f"Reference results recorded on a {report.device_type.upper()} 
     if not references:
         st.caption(f"No reference has been recorded on a {report.device_type.upper()} yet.")
     for reference in references:
-        st.markdown(f"**Reference:** {reference.label}")
-        st.table(charts.comparison_table(reference.baseline, reference.candidate), hide_index=True)
-        st.caption(reference.note)
-        st.code(reference.command, language="bash")
+        reference_panel(reference)
 
 st.subheader("Your job")
 mine = session.my_jobs()  # with the history: once per page run, not on every tick

@@ -20,7 +20,7 @@ from trainer.config import RunConfig
 from trainer.environment import HardwareReport, hardware_report
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult, median_pair, split_pairs
-from ui.charts import run_labels
+from ui.charts import comparison_table, run_labels
 from ui.experiment import QUICK_DEMO, tf32_note
 from ui.reference import load_references
 
@@ -76,7 +76,8 @@ def test_overview_checks_a_guess_of_the_quick_demos_speedup_against_its_referenc
     assert not any(c.startswith("Measured in a reference run") for c in texts(cpu_app.caption))
     next(b for b in cpu_app.button if b.label == "Lock in my guess").click().run()
     assert not cpu_app.exception
-    (demo,) = [r for r in load_references(device_type="cpu") if r.baseline.config["subset"] == QUICK_DEMO["subset"]]
+    (demo,) = load_references(device_type="cpu", purpose="quick-demo")
+    assert demo.baseline.config["subset"] == QUICK_DEMO["subset"]
     measured = demo.baseline.total_time_s / demo.candidate.total_time_s
     markdown = " ".join(texts(cpu_app.markdown))
     assert f"how many times as fast as fp32 will {demo.candidate.precision} train" in markdown
@@ -120,10 +121,10 @@ def test_run_page_offers_the_labs_settings(app):
     assert [b.label for b in app.button] == ["Run", "Lock in my guess", "Just show me"]
     assert "Nothing yet" in "".join(texts(app.caption))
     reference = next(e for e in app.expander if e.label.startswith("Reference results recorded on a"))
-    shown = [m.value for m in reference.markdown if m.value.startswith("**Reference:**")]
+    shown = [m.value for m in reference.markdown if m.value.startswith("**Reference, not yours:**")]
     device_type = "cuda" if torch.cuda.is_available() else "cpu"
-    assert shown == [f"**Reference:** {r.label}" for r in load_references(device_type=device_type,
-                                                                            purpose="quick-demo")]
+    assert shown == [f"**Reference, not yours:** {r.label}" for r in load_references(device_type=device_type,
+                                                                                       purpose="quick-demo")]
     assert len(shown) < len(load_references(device_type="cpu"))  # the sweep's points are on When AMP pays off
     if not torch.cuda.is_available():  # strict fp32 and the lab's fp32 are one and the same on a CPU
         assert tf32_note(hardware_report("cpu")) in texts(app.caption)
@@ -229,6 +230,20 @@ def test_results_and_history_pages_before_any_job(app):
     assert any("No comparison has finished on this server" in i for i in texts(app.info))
     open_page(app, "history")
     assert "0 jobs match." in texts(app.caption)
+
+
+def test_results_before_any_comparison_show_the_reference_quick_demo_as_not_theirs(cpu_app):
+    open_page(cpu_app, "results")
+    assert any("You have no finished comparison yet" in i for i in texts(cpu_app.info))
+    (demo,) = load_references(device_type="cpu", purpose="quick-demo")
+    assert "Meanwhile: a reference comparison, not yours" in texts(cpu_app.subheader)
+    # The Run page's expander draws the same panel: label (machine, date, settings), the lab's table, note, command.
+    assert f"**Reference, not yours:** {demo.label}" in texts(cpu_app.markdown)
+    assert demo.note in texts(cpu_app.caption) and demo.command in texts(cpu_app.code)
+    table = cpu_app.table[0].value
+    assert list(table.columns) == list(comparison_table(demo.baseline, demo.candidate).columns)
+    cpu_app.radio(key="results_whose").set_value("Whole class").run()
+    assert f"**Reference, not yours:** {demo.label}" in texts(cpu_app.markdown)
 
 
 def test_results_and_history_show_mine_first_and_the_class_with_owners(app, state_dir):

@@ -1,6 +1,6 @@
 """Reference results: comparisons recorded with the project's own command line, kept in reference/ as JSON, so a
-learner sees real numbers before their own run finishes. Always shown labelled as reference, never mixed with runs.
-No Streamlit here."""
+learner sees real numbers before their own run finishes. Always shown labelled as reference, never mixed with runs:
+reference_panel is the one way a page shows one (the only Streamlit here)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import streamlit as st
+
 from lessons.payoff import SweepRow, summarize_sweep
 from trainer.comparison_table import precision_name
 from trainer.results import RunResult
+from ui import charts
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
 # What each reference in reference/index.json is for ("purpose"): the Run page's quick demo, or one batch size
@@ -80,3 +83,12 @@ def reference_sweep(device_type: str) -> list[Reference]:
 def reference_rows(references: list[Reference]) -> list[SweepRow]:
     """A reference sweep as the sweep's charts and table read it: one row per run, AMP's speedup beside fp32's."""
     return summarize_sweep([run for reference in references for run in (reference.baseline, reference.candidate)])
+
+
+def reference_panel(reference: Reference) -> None:
+    """One reference comparison, said not to be the learner's: machine, date and settings, the lab's table, what to
+    keep in mind reading it and the command that recorded it."""
+    st.markdown(f"**Reference, not yours:** {reference.label}")
+    st.table(charts.comparison_table(reference.baseline, reference.candidate), hide_index=True)
+    st.caption(reference.note)
+    st.code(reference.command, language="bash")
