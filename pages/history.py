@@ -10,7 +10,7 @@ from trainer.results import RunResult
 from ui import jobs, session
 from ui.charts import run_labels
 from ui.experiment import subset_name
-from ui.widgets import comparison_charts, comparison_summary, when, when_iso
+from ui.widgets import comparison_charts, comparison_summary, when
 
 ANY = "any"
 JOBS_SHOWN = 500
@@ -80,7 +80,7 @@ offered: dict[str, RunResult] = {f"{job_id}:{index}": result for job_id, index, 
 def describe_run(run_key: str) -> str:
     result = offered[run_key]
     config = result.config
-    started = when_iso(result.started_at)
+    started = when(result.started_at)
     return (
         f"{precision_name(result.precision)} · {config.get('epochs')} ep · batch {config.get('batch_size')} · "
         f"{subset_name(config.get('subset'))} {config.get('data')} · {config.get('loader')} · "

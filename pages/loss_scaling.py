@@ -14,7 +14,7 @@ from trainer.errors import TrainerError
 from ui import jobs, session
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart, scale_traces_chart
 from ui.predict import predict_then_check
-from ui.widgets import next_link, when_iso
+from ui.widgets import next_link, when
 
 GRADIENT_KINDS = {
     "weight gradients": "gradients",
@@ -56,7 +56,7 @@ def amp_fp16_runs() -> list[tuple[str, object]]:
             if result.precision != "amp-fp16" or not result.loss_scale_history:
                 continue
             mine = " (yours)" if jobs.is_mine(job) else ""
-            found.append((f"{job.label or job.kind} · run {index + 1} · {when_iso(result.started_at)}{mine}", result))
+            found.append((f"{job.label or job.kind} · run {index + 1} · {when(result.started_at)}{mine}", result))
     return found
 
 

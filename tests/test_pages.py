@@ -255,12 +255,14 @@ def test_results_and_history_show_mine_first_and_the_class_with_owners(app, stat
     store.save_job(make_job("b" * 32, label="mine", session_id=me.id, created_at=time.time() - 60))
     open_page(app, "results")
     assert app.selectbox[0].options == [f"{app.selectbox[0].options[0].split(' · ')[0]} · mine · yours"]
+    assert app.selectbox[0].options[0].split(" · ")[0].endswith(" UTC")
     app.radio(key="results_whose").set_value("Whole class").run()
     assert [o.split(" · ", 1)[1] for o in app.selectbox[0].options] == ["mine · yours", "the other learner's · Grace"]
 
     open_page(app, "history")
     assert "1 job match." in texts(app.caption)
     assert app.dataframe[0].value["Owner"].tolist() == ["you"]
+    assert app.dataframe[0].value["When"].str.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC").all()
     app.radio(key="history_whose").set_value("Whole class").run()
     assert app.dataframe[0].value["Owner"].tolist() == ["Grace", "you"]
 

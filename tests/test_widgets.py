@@ -1,5 +1,8 @@
 """The Streamlit pieces several pages draw: the comparison summary (through AppTest) and the pure helpers."""
 
+import time
+from datetime import UTC, datetime
+
 from streamlit.testing.v1 import AppTest
 from test_interpret import NOISY, STEADY
 from test_server_history import make_job
@@ -8,7 +11,7 @@ from ui_fixtures import lab_pair
 from server.devices import Slot
 from server.records import JobSpec
 from trainer.config import RunConfig
-from ui.widgets import live_losses, queue_caption, run_names
+from ui.widgets import live_losses, queue_caption, run_names, when
 
 
 def summary_script(results):
@@ -84,3 +87,18 @@ def test_the_queue_caption_counts_the_workers_and_the_jobs_running_on_them():
         "in about 90.0 s.")
     assert queue_caption([], [Slot("cpu")], 0.0).startswith("This server has 1 worker (cpu): 0 jobs running now, "
                                                             "0 waiting;")
+
+
+def test_every_time_is_shown_in_one_style_in_utc_with_the_zone_said(monkeypatch):
+    monkeypatch.setenv("TZ", "America/New_York")  # the server's own zone must not show through
+    time.tzset()
+    try:
+        moment = datetime(2026, 12, 1, 2, 10, 59, tzinfo=UTC)
+        assert when(moment.timestamp()) == "2026-12-01 02:10 UTC"  # a job's epoch seconds
+        assert when(moment.isoformat(timespec="seconds")) == "2026-12-01 02:10 UTC"  # a result's started_at
+        assert when("2026-12-01T02:10:59.123456") == "2026-12-01 02:10 UTC"  # no zone written: UTC
+        assert when("2026-12-01T03:10:00+01:00") == "2026-12-01 02:10 UTC"
+        assert when(None) == when("") == when("not a time") == "-"
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()

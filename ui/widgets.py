@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 import streamlit as st
 
@@ -162,13 +162,22 @@ def comparison_charts(runs: Mapping[str, RunResult], key: str) -> None:
     st.altair_chart(charts.loss_chart(charts.loss_series(runs)), width="stretch", key=f"{key}-loss")
 
 
-def when(timestamp: float | None) -> str:
-    return "-" if timestamp is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
-
-
-def when_iso(stamp: str) -> str:
-    """A result's ISO start time (UTC, with microseconds) as the tables write times: '2026-11-30 19:52 UTC'."""
-    return f"{stamp.replace('T', ' ')[:16]} UTC" if stamp else "?"
+def when(stamp: float | str | None) -> str:
+    """A time as every page shows one, to the minute in UTC with the zone said: '2026-12-01 02:10 UTC'; '-' when
+    unknown. `stamp` is epoch seconds (a job's times) or ISO 8601 (a result's started_at; without a zone, UTC)."""
+    # UTC rather than the server's local time: learners and the server need not share a zone, and the class CSV
+    # and the results' own records are in UTC too.
+    if stamp is None or stamp == "":
+        return "-"
+    if isinstance(stamp, str):
+        try:
+            moment = datetime.fromisoformat(stamp)
+        except ValueError:
+            return "-"
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    else:
+        moment = datetime.fromtimestamp(stamp, UTC)
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def next_link(page: str, label: str) -> None:
