@@ -91,6 +91,24 @@ RECIPES = (
 )
 
 
+def norms_around_unscale(device_type: str = "cpu", dtype: torch.dtype = torch.float16, seed: int = 0):
+    """What clip_grad_norm_ would measure on one step_with_clipping step of the tiny classifier: the gradients' norm
+    right after scaler.scale(loss).backward(), then after scaler.unscale_(optimizer), and the scale between them.
+    For the Recipe page's predict-then-check; a fresh default scaler, as a run starts with."""
+    model = tiny_classifier(seed=seed)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = make_scaler(device_type, dtype)
+    generator = torch.Generator().manual_seed(seed)
+    images, labels = torch.randn(32, 16, generator=generator), torch.randint(0, 4, (32,), generator=generator)
+    with torch.autocast(device_type, dtype=dtype):
+        loss = F.cross_entropy(model(images), labels)
+    scaler.scale(loss).backward()
+    scaled = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf")).item()  # inf: measure, clip nothing
+    scaler.unscale_(optimizer)
+    unscaled = torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf")).item()
+    return scaled, unscaled, scaler.get_scale()
+
+
 def tiny_classifier(in_features: int = 16, classes: int = 4, seed: int = 0) -> nn.Module:
     """A model small enough that fp16 autocast is quick even on a CPU without fp16 hardware."""
     torch.manual_seed(seed)

@@ -5,7 +5,14 @@ import inspect
 import streamlit as st
 
 from lessons import recipes
+from ui.predict import predict_then_check
 from ui.widgets import next_link
+
+
+@st.cache_data(show_spinner=False)
+def unscale_norms() -> tuple[float, float, float]:
+    return recipes.norms_around_unscale()
+
 
 WHY = {
     recipes.step_with_clipping: (
@@ -53,6 +60,21 @@ lab, `"cpu"` with `torch.bfloat16` on a CPU. Make the scaler enabled only for fl
 """
 )
 st.code(inspect.getsource(recipes.make_scaler), language="python")
+
+scaled, unscaled, scale = unscale_norms()
+if predict_then_check(
+    "recipe-unscale", "Gradient clipping compares the gradients' norm with `max_norm`. Right after "
+    "`scaler.scale(loss).backward()` with a fresh default GradScaler (fp16), how many times larger is the norm "
+    "`clip_grad_norm_` measures than after `scaler.unscale_(optimizer)`?",
+    low=1, high=131072, default=1, step=1, fmt="%dx", answer=round(scaled / unscaled),
+):
+    st.caption(
+        f"Measured by running the clipping recipe's first lines on a tiny classifier on this server's CPU: "
+        f"`clip_grad_norm_` sees {scaled:,.1f} before `unscale_` and {unscaled:.3f} after it; the ratio is the "
+        f"scaler's scale, {scale:,.0f}. Clipped at max_norm=1.0 without `unscale_`, this step's gradients would end at "
+        f"a norm of 1/{scale:,.0f} once `scaler.step` divides by the scale, instead of {min(unscaled, 1.0):.3f}."
+    )
+
 for title, function in recipes.RECIPES:
     st.subheader(title)
     st.markdown(WHY[function])

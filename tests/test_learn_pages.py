@@ -322,6 +322,23 @@ def test_recipe_page_shows_every_tested_snippet(app):
     assert any("Next: run a comparison of your own" in link.label for link in app.get("page_link"))
 
 
+def test_recipe_page_predicts_what_unscale_changes_then_checks_it_by_running_the_recipe(request):
+    at = open_page(request.getfixturevalue("app"), "recipe")
+    assert any("`scaler.unscale_(optimizer)`?" in m for m in texts(at.markdown))
+    assert not any(c.startswith("Measured by running the clipping recipe") for c in texts(at.caption))
+    at.slider(key="predict-recipe-unscale-slider").set_value(1000).run()
+    next(b for b in at.button if b.label == "Lock in my guess").click().run()
+    assert not at.exception
+    from lessons.recipes import norms_around_unscale
+
+    scaled, unscaled, scale = norms_around_unscale()
+    assert scale == 65536.0 and round(scaled / unscaled) == 65536  # unscale_ divides by the scale, exactly
+    markdown = " ".join(texts(at.markdown))
+    assert "Your guess: **1000x** · measured: **65536x** (off: the measured value is higher than your guess)" in markdown
+    (caption,) = [c for c in texts(at.caption) if c.startswith("Measured by running the clipping recipe")]
+    assert f"sees {scaled:,.1f} before `unscale_` and {unscaled:.3f} after it" in caption
+
+
 def test_when_amp_pays_names_both_sources_of_the_gain_and_links_the_recipe(app):
     open_page(app, "when_amp_pays")
     markdown = " ".join(" ".join(texts(app.markdown)).split())

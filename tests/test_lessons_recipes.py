@@ -95,6 +95,19 @@ def test_cuda_autocast_refuses_sigmoid_then_bce():
                                                                                                   device="cuda"))
 
 
+def test_unscale_divides_the_norm_clipping_sees_by_the_scale():
+    scaled, unscaled, scale = recipes.norms_around_unscale()
+    assert scale == 65536.0 and scaled == pytest.approx(unscaled * scale, rel=1e-6)
+    # The unscaled norm is the gradients' true size: the same step without a scaler gives it.
+    model = tiny_classifier()
+    generator = torch.Generator().manual_seed(0)
+    images, labels = torch.randn(32, 16, generator=generator), torch.randint(0, 4, (32,), generator=generator)
+    with torch.autocast("cpu", dtype=torch.float16):
+        loss = F.cross_entropy(model(images), labels)
+    loss.backward()
+    assert torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf")).item() == pytest.approx(unscaled, rel=1e-2)
+
+
 def test_every_recipe_is_listed_with_its_source():
     assert len(RECIPES) == 7
     for title, function in RECIPES:
