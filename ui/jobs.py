@@ -8,7 +8,7 @@ import streamlit as st
 from server.records import JobSpec, JobView
 from trainer.errors import TrainerError
 from ui import session
-from ui.widgets import about, run_progress_text
+from ui.widgets import about, run_names, run_progress_text
 
 FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
 
@@ -79,6 +79,18 @@ def still_going(job_id: str) -> JobView | None:
     return job
 
 
+def progress_line(job: JobView) -> tuple[float, str]:
+    """A running job's progress bar: the share of its runs done, and which run it is on, named as the job panel
+    names it ("run 3 of 6 (FP32, pair 2 of 3, batch 256): epoch 1/1 ...")."""
+    total = len(job.spec.runs)
+    fraction, text = run_progress_text(job, job.current_run)
+    if total == 1:
+        return min(1.0, fraction), text
+    name, config = run_names(job.spec)[job.current_run], job.spec.runs[job.current_run]
+    where = f"run {job.current_run + 1} of {total} ({name}, batch {config.batch_size})"
+    return min(1.0, (len(job.outcomes) + fraction) / total), f"{where}: {text}"
+
+
 @st.fragment(run_every=FOLLOW_REFRESH_S)
 def follow(job_id: str) -> None:
     """A waiting job's place in the queue, or a running job's progress and a Cancel button for its owner; the
@@ -90,13 +102,8 @@ def follow(job_id: str) -> None:
         st.info(f"Waiting in the queue at position {job.queue_position}; it should start in "
                 f"{about(job.estimated_wait_s)}.")
     else:
-        done = len(job.outcomes)
-        total = len(job.spec.runs)
-        fraction, text = run_progress_text(job, job.current_run)
-        config = job.spec.runs[job.current_run]
-        where = f"run {job.current_run + 1} of {total} ({config.precision}, batch {config.batch_size})"
-        st.progress(min(1.0, (done + fraction) / total), text=f"{where}: {text}" if total > 1 else text)
-        if done == total and job.spec.probe_max_batch:
+        st.progress(*progress_line(job))
+        if len(job.outcomes) == len(job.spec.runs) and job.spec.probe_max_batch:
             st.caption("Searching the largest batch that fits in GPU memory...")
     if is_mine(job) and not job.cancel_requested and st.button("Cancel", key=f"cancel-{job.id}"):
         session.get_job_manager().cancel(job.id, session.learner_id())
