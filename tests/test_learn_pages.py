@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import streamlit as st
 from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
 from streamlit.testing.v1 import AppTest
 from ui_fixtures import make_result
 
@@ -308,6 +309,25 @@ def test_memory_page_predicts_then_shows_the_measured_breakdown(app):
     assert any(c.startswith("Check: at the end of the forward pass") for c in texts(app.caption))
     assert len(charts(app)) == 1
     assert any("Next: run the experiment" in link.label for link in app.get("page_link"))
+
+
+def test_memory_page_measures_the_batch_sweep_on_request(request, monkeypatch):
+    monkeypatch.setenv("AMP_LAB_MAX_BATCH_SIZE", "32")  # the sweep's tiny batches only: 8 and 32
+    at = request.getfixturevalue("app")
+    at.query_params["batch"] = "8"
+    open_page(at, "memory")
+    next(b for b in at.button if b.label == "Lock in my guess").click().run()
+    assert len(charts(at)) == 1  # the step's breakdown; the sweep waits for its button
+    next(b for b in at.button if b.label == "Measure at batch sizes 8, 32").click().run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert len(charts(at)) == 2
+    (dataset,) = charts(at)[1].proto.datasets
+    points = convert_arrow_bytes_to_pandas_df(dataset.data.data).to_dict("records")
+    assert sorted((p["precision"], p["batch_size"]) for p in points) == [
+        ("amp-bf16", 8), ("amp-bf16", 32), ("fp32", 8), ("fp32", 32)]
+    assert all(p["bytes"] > 0 for p in points)
+    saved = {p["batch_size"]: p["saving"] for p in points if p["precision"] == "amp-bf16"}
+    assert f"batch 8: {saved[8]:.0%} less · batch 32: {saved[32]:.0%} less" in texts(at.markdown)
 
 
 def test_recipe_page_shows_every_tested_snippet(app):
