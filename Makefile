@@ -51,31 +51,25 @@ test: install install-cluster install-auth
 gpu-check: $(if $(filter command line,$(origin PY)),,install)
 	$(PY) -m bench.gpu_check --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
-install: $(PY)
-	@if cmp -s requirements.txt $(INSTALLED); then \
-		echo "==> installing: requirements.txt unchanged since the last install, nothing to do"; \
+# $(call install_once,FILE,STAMP,WHAT): pip-install FILE into the venv unless it is unchanged since the last
+# install (STAMP is the copy kept then); WHAT says what it brings.
+define install_once
+	@if cmp -s $(1) $(2); then \
+		echo "==> installing: $(1) unchanged since the last install, nothing to do"; \
 	else \
-		echo "==> installing requirements.txt into $(VENV) (the first time takes minutes: torch is large)"; \
-		$(PY) -m pip install --disable-pip-version-check -r requirements.txt && cp requirements.txt $(INSTALLED); \
+		echo "==> installing $(1) ($(3)) into $(VENV)"; \
+		$(PY) -m pip install --disable-pip-version-check -r $(1) && cp $(1) $(2); \
 	fi
+endef
+
+install: $(PY)
+	$(call install_once,requirements.txt,$(INSTALLED),the app and its tests; the first time takes minutes: torch is large)
 
 install-cluster: install
-	@if cmp -s requirements-cluster.txt $(INSTALLED_CLUSTER); then \
-		echo "==> installing: requirements-cluster.txt unchanged since the last install, nothing to do"; \
-	else \
-		echo "==> installing requirements-cluster.txt (Ray) into $(VENV)"; \
-		$(PY) -m pip install --disable-pip-version-check -r requirements-cluster.txt && \
-			cp requirements-cluster.txt $(INSTALLED_CLUSTER); \
-	fi
+	$(call install_once,requirements-cluster.txt,$(INSTALLED_CLUSTER),Ray)
 
 install-auth: install
-	@if cmp -s requirements-auth.txt $(INSTALLED_AUTH); then \
-		echo "==> installing: requirements-auth.txt unchanged since the last install, nothing to do"; \
-	else \
-		echo "==> installing requirements-auth.txt (Authlib, httpx2: OIDC sign-in) into $(VENV)"; \
-		$(PY) -m pip install --disable-pip-version-check -r requirements-auth.txt && \
-			cp requirements-auth.txt $(INSTALLED_AUTH); \
-	fi
+	$(call install_once,requirements-auth.txt,$(INSTALLED_AUTH),Authlib and httpx2: OIDC sign-in)
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null || \
