@@ -1,0 +1,252 @@
+"""When AMP pays off and Results as a learner sees them, on one server of this module's own: a running sweep that
+follows itself to its verdict with no reload or click (issue 14), and the comparison charts' x labels at 800 px
+(issue 13), drawn from comparisons recorded with the project's command line."""
+
+import dataclasses
+import json
+import re
+import time
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
+from playwright.sync_api import expect
+
+from server.history import HistoryStore
+from server.records import JobSpec, JobView
+from trainer.config import RunConfig
+from trainer.isolated import RunOutcome
+from trainer.results import RunResult
+
+from .conftest import REPO_ROOT, serve
+from .test_app_browser import assert_no_exception, heading, wait_until_idle
+
+SWEEP_TIMEOUT_S = 300  # four short runs in fresh processes on 2 cores; amp-bf16 is emulated (slow) on this CPU
+SAMPLE_EVERY_MS = 500  # the page's fragments redraw every 2 s (ui/jobs.FOLLOW_REFRESH_S)
+PARTIAL = re.compile(r"^Verdict: No verdict: only (\d) of 4 runs are in")
+NOT_YET = "No run of this sweep has finished yet."
+
+QUICK_DEMO = REPO_ROOT / "reference" / "cpu-2026-11-30-quick-demo.json"
+# The four figures a CUDA run records (trainer.comparison_table.MEMORY_SHORT_NAMES), in bytes: the longest x labels.
+GPU_FIGURES = {"torch_max_allocated": 4e8, "torch_max_reserved": 5e8, "nvml_process_used": 7e8,
+               "nvml_device_used": 9e8}
+# Finished comparisons on the module's server: (pairs of runs, with a GPU's memory figures).
+RECORDED = {"one-pair-cpu": (1, False), "three-pairs": (3, False), "gpu-memory-figures": (1, True)}
+
+
+def recorded_comparison(pairs: int, gpu_figures: bool) -> list[RunResult]:
+    """The project's recorded CPU quick demo (fp32, amp-bf16) as `pairs` pairs; with the figures a GPU records."""
+    recorded = json.loads(QUICK_DEMO.read_text(encoding="utf-8"))
+    pair = [RunResult.from_dict(recorded["baseline"]), RunResult.from_dict(recorded["candidate"])]
+    if gpu_figures:
+        pair = [dataclasses.replace(r, peak_memory={k: int(v * (2 - i)) for k, v in GPU_FIGURES.items()})
+                for i, r in enumerate(pair)]
+    return pair * pairs
+
+
+def finished_comparison(job_id: str, results: list[RunResult]) -> JobView:
+    now = time.time()
+    outcomes = [RunOutcome(RunConfig.from_dict(result.config), "ok", result) for result in results]
+    label = f"recorded quick demo, {len(results) // 2} pair(s)"
+    return JobView(
+        id=job_id, session_id="a-recorded-learner", kind="compare", label=label, status="done",
+        queue_position=None, estimated_wait_s=None, current_run=len(outcomes) - 1, progress=None, live_losses=[],
+        outcomes=outcomes, error=None, spec=JobSpec("compare", [o.config for o in outcomes], label),
+        created_at=now, started_at=now, finished_at=now, extras={},
+    )
+
+
+@pytest.fixture(scope="module")
+def lab(browser, tmp_path_factory):
+    """One server for the module (its first page view costs ~20 s on 2 cores): batch sizes up to 64, so the sweep's
+    smallest two are all it offers, and the RECORDED comparisons already in its history. Yields (url, store)."""
+    folder = tmp_path_factory.mktemp("sweep-lab")
+    store = HistoryStore(folder / "state" / "history.sqlite3")
+    for name, (pairs, gpu_figures) in RECORDED.items():
+        store.save_job(finished_comparison(f"recorded-{name}", recorded_comparison(pairs, gpu_figures)))
+    with serve(folder, env_extra={"AMP_LAB_MAX_BATCH_SIZE": "64"}) as url:
+        yield url, store
+
+
+# One page-side reading of what the learner sees: the progress bars and their captions, the sweep's verdict lines,
+# its table (not the reference sweep's, inside an expander).
+SNAPSHOT_JS = """(notYet) => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  const outside = (el) => el.closest('[data-testid="stExpander"]') === null;
+  const texts = (sel) => [...main.querySelectorAll(sel)].filter(outside).map((el) => el.innerText.trim());
+  return {
+    progress: texts('[data-testid="stProgress"]'),
+    verdicts: texts('[data-testid="stMarkdown"] p').filter((t) => t.startsWith('Verdict:')),
+    notYet: texts('[data-testid="stAlert"]').some((t) => t.includes(notYet)),
+    tables: [...main.querySelectorAll('[data-testid="stDataFrame"]')].filter(outside).map((el) => el.textContent),
+  };
+}"""
+
+
+def sweep_columns(page):
+    """The sweep's two columns of settings (the breakdown above them has a "Steps per run" of its own)."""
+    columns = page.locator('[data-testid="stColumn"]')
+    return (columns.filter(has=page.get_by_text("Batch sizes", exact=True)),
+            columns.filter(has=page.get_by_text("Model widths", exact=True)))
+
+
+def add_option(page, combobox, option: str) -> None:
+    """Open a multiselect and pick `option`. Right after a fresh server's first page view the list now and then
+    does not stay open for the click, so open it again (a few times at most)."""
+    for _ in range(4):
+        wait_until_idle(page)
+        combobox.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=5_000)
+            break
+        except PlaywrightTimeoutError:
+            page.keyboard.press("Escape")
+    page.keyboard.press("Escape")
+    wait_until_idle(page)
+
+
+def set_up_tiny_sweep(page) -> None:
+    """Batch 32 and 64 (the two smallest, and all the server's limit of 64 leaves), 10 steps per run, the resident
+    loader."""
+    page.get_by_role("button", name="Queue the sweep").wait_for()  # the page is drawn down to the sweep's button
+    left, right = sweep_columns(page)
+    add_option(page, left.get_by_role("combobox", name="Batch sizes"), "32")
+    expect(left.get_by_role("group", name="Selected values")).to_have_text(re.compile(r"^(6432|3264)$"))
+    thumb = right.locator('[data-testid="stSlider"] input[type="range"]')
+    thumb.focus()
+    thumb.press("Home")
+    wait_until_idle(page)
+    expect(right.locator('[data-testid="stSliderThumbValue"]')).to_have_text("10")
+    expect(page.get_by_role("combobox", name="Loader")).to_have_value("resident")
+    expect(page.get_by_text(re.compile(r"^4 runs on synthetic data"))).to_be_visible()
+
+
+def test_a_running_sweep_shows_progress_then_its_verdict_without_a_reload_or_click(page, lab):
+    url, store = lab
+    page.goto(f"{url}/when-amp-pays")
+    heading(page, "AMP pays off").wait_for()
+    wait_until_idle(page)
+    assert_no_exception(page)
+    set_up_tiny_sweep(page)
+    amp_mode = page.get_by_role("combobox", name="AMP mode").input_value()
+
+    page.get_by_role("button", name="Queue the sweep").click()
+    deadline = time.monotonic() + 60
+    while not store.list_jobs(kind="sweep"):
+        assert time.monotonic() < deadline, "the sweep was not queued"
+        time.sleep(0.5)
+    (job,) = store.list_jobs(kind="sweep")
+    assert [(c.precision, c.batch_size) for c in job.spec.runs] == [
+        ("fp32", 32), (amp_mode, 32), ("fp32", 64), (amp_mode, 64)]
+    wait_until_idle(page)
+    page.get_by_role("button", name="Just show me").click()  # the predict-then-check box holds the results back
+    wait_until_idle(page)
+    assert_no_exception(page)
+
+    # From here on the test only looks: no reload, no click, no key press.
+    page.evaluate("() => { window.__sweepTestMark = true; }")
+    running, early = [], []
+    deadline = time.monotonic() + SWEEP_TIMEOUT_S
+    while True:
+        seen = page.evaluate(SNAPSHOT_JS, NOT_YET)
+        stored = store.get_job(job.id)  # read after the page, so it is at least as new as what the page showed
+        final = [v for v in seen["verdicts"] if not PARTIAL.match(v)]
+        if final and len(stored.outcomes) < len(job.spec.runs):
+            early.append((final, len(stored.outcomes)))
+        if stored.status == "running":
+            running.append(seen)
+        if final and stored.finished and not seen["progress"]:
+            break
+        assert time.monotonic() < deadline, f"no verdict {SWEEP_TIMEOUT_S} s after queueing: {seen}"
+        page.wait_for_timeout(SAMPLE_EVERY_MS)
+
+    assert not early, f"a verdict before every run was in: {early}"
+    assert stored.status == "done", stored.error
+    captions = {seen["progress"][0] for seen in running if seen["progress"]}
+    assert any("run 1 of 4" in c for c in captions) and any("run 4 of 4" in c for c in captions), captions
+    assert any(seen["progress"] and (seen["notYet"] or seen["verdicts"]) for seen in running), running[-1]
+    partial = {int(PARTIAL.match(v).group(1)) for seen in running for v in seen["verdicts"] if PARTIAL.match(v)}
+    assert 2 in partial, f"never seen with batch 32 done in both modes and batch 64 to come: {sorted(partial)}"
+
+    (verdict,) = seen["verdicts"]
+    assert verdict.startswith(f"Verdict: On this machine, {amp_mode} "), verdict
+    # The table's cells sit in a hidden accessible table that the data grid fills a moment after it is drawn.
+    page.wait_for_function(f"(notYet) => ({SNAPSHOT_JS})(notYet).tables.some((t) => t.includes('speedup vs fp32'))",
+                           arg=NOT_YET)
+    (table,) = page.evaluate(SNAPSHOT_JS, NOT_YET)["tables"]
+    assert table.count(amp_mode) == 2 and table.count("baseline") == 2, table
+    assert page.evaluate("() => window.__sweepTestMark === true"), "the page was loaded again"
+    assert page.url == f"{url}/when-amp-pays"
+    assert_no_exception(page)
+
+
+
+# ---- issue 13: x labels at 800 px ------------------------------------------------------------------------------------
+
+# One place for what a discrete x axis of each chart shows: every label, whether Vega drew it and where.
+AXES_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map((chart) => {
+  const title = chart.querySelector('g.role-title text');
+  const axis = chart.querySelector('g.role-axis[aria-label^="X-axis"]');
+  return {
+    chart: title ? title.textContent : '?',
+    svg: chart.querySelector('svg') !== null,
+    discrete: axis !== null && axis.getAttribute('aria-label').includes('discrete scale'),
+    labels: axis === null ? [] : [...axis.querySelectorAll('g.role-axis-label text')].map((text) => {
+      const box = text.getBoundingClientRect();
+      return {text: [...text.querySelectorAll('tspan')].map((t) => t.textContent).join(' ') || text.textContent,
+              drawn: text.getAttribute('opacity') !== '0' && text.textContent !== '',
+              left: box.left, right: box.right, top: box.top, bottom: box.bottom};
+    }),
+  };
+})"""
+
+
+def settled_axes(page, charts: int) -> list[dict]:
+    """The charts' x axes once all `charts` are drawn and two readings 300 ms apart agree (Vega lays a chart out
+    again when Streamlit tells it its width)."""
+    page.locator('[data-testid="stVegaLiteChart"] svg').nth(charts - 1).wait_for()
+    before = page.evaluate(AXES_JS)
+    for _ in range(40):
+        page.wait_for_timeout(300)
+        now = page.evaluate(AXES_JS)
+        if now == before and all(chart["svg"] for chart in now):
+            return now
+        before = now
+    pytest.fail(f"the charts kept changing: {now}")
+
+
+def overlaps(a: dict, b: dict) -> bool:
+    return (min(a["right"], b["right"]) - max(a["left"], b["left"]) > 0.5
+            and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 0.5)
+
+
+LABELS_HIDDEN_AT_800 = pytest.mark.xfail(
+    strict=True, raises=AssertionError,
+    reason="app bug (reported): at 800 px the wrapped labels still collide, and Streamlit's chart theme "
+           "(labelOverlap) hides every other one",
+)
+
+
+@pytest.mark.parametrize("name", [
+    "one-pair-cpu",
+    pytest.param("three-pairs", marks=LABELS_HIDDEN_AT_800),
+    pytest.param("gpu-memory-figures", marks=LABELS_HIDDEN_AT_800),
+])
+def test_comparison_charts_at_800_px_show_every_x_label_without_overlap(page, lab, name):
+    url, _ = lab
+    page.set_viewport_size({"width": 800, "height": 1000})
+    page.goto(f"{url}/results?job=recorded-{name}")  # a shared link: any finished comparison on the server
+    heading(page, "Results").wait_for()
+    wait_until_idle(page)
+    assert_no_exception(page)
+    axes = [chart for chart in settled_axes(page, charts=5) if chart["discrete"]]
+
+    assert {"Total training time", "Peak memory", "Throughput"} <= {chart["chart"] for chart in axes}, axes
+    problems = []
+    for chart in axes:
+        drawn = [label for label in chart["labels"] if label["drawn"]]
+        hidden = [label["text"] for label in chart["labels"] if not label["drawn"]]
+        if hidden:  # Streamlit's theme turns Vega's labelOverlap on: a label that would collide is not drawn
+            problems.append(f"{chart['chart']}: labels hidden by Vega to avoid overlap: {hidden}")
+        problems += [f"{chart['chart']}: {a['text']!r} overlaps {b['text']!r}"
+                     for i, a in enumerate(drawn) for b in drawn[i + 1:] if overlaps(a, b)]
+    assert not problems, "at 800 px: " + "; ".join(problems)
