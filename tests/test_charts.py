@@ -43,22 +43,26 @@ def test_time_chart_has_bars_with_the_improvement_written_on_them(runs):
     spec = charts.time_chart(runs).to_dict()
     bars, text = spec["layer"]
     assert bars["mark"]["type"] == "bar" and text["mark"]["type"] == "text"
-    assert bars["encoding"]["y"]["field"] == "seconds"
+    assert bars["encoding"]["x"]["field"] == "seconds" and bars["encoding"]["y"]["field"] == "run"
+    # The axis leaves room after the longest bar for the text written after it.
+    assert bars["encoding"]["x"]["scale"]["domain"] == [0, 75.0 * charts.TEXT_ROOM]
+    assert text["mark"]["align"] == "left"
     assert {"run", "seconds", "change"} <= set(tooltip_fields(spec))
     data = rows(charts.time_chart(runs))
     assert [(r["run"], r["seconds"]) for r in data] == [("FP32", 75.0), ("AMP (fp16)", 48.0)]
     assert data[0]["change"] == "baseline"
-    assert data[1]["change"] == "1.56x faster (36% less time)"
+    assert data[1]["change"] == "1.56x faster (36% less time)"  # in the tooltip; on the bar, its first half
+    assert data[1]["short"] == "1.56x faster" and text["encoding"]["text"]["field"] == "short"
 
 
 def test_memory_chart_groups_bars_per_memory_figure(runs):
     chart = charts.memory_chart(runs)
     spec = chart.to_dict()
     assert spec["mark"]["type"] == "bar"
-    assert spec["encoding"]["x"]["field"] == "figure"
-    assert spec["encoding"]["xOffset"]["field"] == "run"
+    assert spec["encoding"]["y"]["field"] == "figure" and spec["encoding"]["x"]["field"] == "megabytes"
+    assert spec["encoding"]["yOffset"]["field"] == "run"
     assert {"run", "description", "megabytes"} <= set(tooltip_fields(spec))
-    allocated = [r for r in rows(chart) if r["figure"] == MEMORY_SHORT_NAMES["torch_max_allocated"]]
+    allocated = [r for r in rows(chart) if r["figure"] == charts.wrapped(MEMORY_SHORT_NAMES["torch_max_allocated"])]
     assert [(r["run"], r["megabytes"]) for r in allocated] == [("FP32", 1800.0), ("AMP (fp16)", 1100.0)]
     assert allocated[0]["description"] == MEMORY_LABELS["torch_max_allocated"]
     assert len(rows(chart)) == 4
@@ -95,12 +99,20 @@ def test_overlapping_loss_lines_stay_apart_and_the_axis_keeps_its_digits(runs):
     assert encoding["y"]["axis"]["format"] == "~g"  # ".2f" printed 2.30 on every tick of a narrow live range
 
 
-def test_bar_labels_are_dark_and_long_axis_labels_wrap(runs):
+def test_bar_labels_are_dark_and_names_lie_one_per_row_wrapped(runs):
     time_spec = charts.time_chart(runs).to_dict()
     assert time_spec["layer"][1]["encoding"]["color"] == {"value": charts.LABEL_COLOUR}
-    assert time_spec["layer"][0]["encoding"]["x"]["axis"]["labelExpr"] == charts.WRAPPED_LABELS
-    memory_axis = charts.memory_chart(runs).to_dict()["encoding"]["x"]["axis"]
-    assert memory_axis["labelExpr"] == charts.WRAPPED_LABELS
+    name_axes = [time_spec["layer"][0]["encoding"]["y"], charts.memory_chart(runs).to_dict()["encoding"]["y"],
+                 charts.throughput_chart(runs).to_dict()["encoding"]["y"]]
+    for axis in name_axes:  # names on the y axis, one row each: they cannot collide at any width
+        assert axis["type"] == "nominal" and axis["axis"]["labelLimit"] == charts.LABEL_LIMIT_PX
+    # Long memory figures are broken into short lines that the axis splits; run names stay whole.
+    assert name_axes[1]["axis"]["labelExpr"] == charts.WRAPPED_LABELS and "labelExpr" not in name_axes[0]["axis"]
+    assert charts.wrapped("GPU in use, all processes (nvidia-smi)").split(charts.LINE_BREAK) == [
+        "GPU in use, all", "processes", "(nvidia-smi)"]
+    # Charts that name every run on an axis need no legend; the others list the runs one per line.
+    assert time_spec["layer"][0]["encoding"]["color"]["legend"] is None
+    assert charts.memory_chart(runs).to_dict()["encoding"]["color"]["legend"]["columns"] == 1
 
 
 def test_loss_chart_takes_live_points_and_an_empty_run():
@@ -116,7 +128,7 @@ def test_throughput_chart_leaves_out_runs_without_a_steady_figure():
     labelled = charts.run_labels([make_result("fp32"), make_result("amp-bf16", steady_images_per_s=None)])
     chart = charts.throughput_chart(labelled)
     spec = chart.to_dict()
-    assert spec["mark"]["type"] == "bar" and spec["encoding"]["y"]["field"] == "steady"
+    assert spec["mark"]["type"] == "bar" and spec["encoding"]["x"]["field"] == "steady"
     assert {"run", "steady", "overall", "warmup_steps"} <= set(tooltip_fields(spec))
     assert [r["run"] for r in rows(chart)] == ["FP32"]
 

@@ -6,6 +6,7 @@ Runs come in as an ordered mapping {label: RunResult}; the first one is the base
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 
 import altair as alt
@@ -50,18 +51,59 @@ def precision_scale(precisions: Iterable[str]) -> alt.Scale:
     return alt.Scale(domain=shown, range=[PRECISION_COLOURS[p] for p in shown])
 
 
-# Long axis labels break at spaces into lines, so that they do not overlap in a half-width chart at 800 px.
-WRAPPED_LABELS = "split(datum.label, ' ')"
+# Bar charts lie on their side: each name is a row of its own on the y axis, so no two names can collide however
+# narrow the chart (a half-width chart at 800 px is about 230 px wide; side by side on an x axis, Streamlit's theme
+# hid every other name). Run names are short and stay on one line; long names (memory figures) are wrapped into
+# lines of at most WRAP_CHARS characters, split on LINE_BREAK by the axis.
+LINE_BREAK = "|"
+WRAPPED_LABELS = f"split(datum.label, '{LINE_BREAK}')"
+WRAP_CHARS = 16
+LABEL_LIMIT_PX = 120
 LABEL_COLOUR = "#262730"  # Streamlit's text colour: a bar's label stays readable whatever the bar's colour
+# Room to the right of the longest bar for the text written after it ("1.41x faster"), as a share of its length.
+TEXT_ROOM = 2.0
 
 
-def _color(labels: Sequence[str]) -> alt.Color:
+def _run_legend() -> alt.Legend:
+    """The runs one per line below the chart: a legend in a row above it was cut off after three runs at 800 px."""
+    return alt.Legend(orient="bottom", columns=1)
+
+
+def _color(labels: Sequence[str], legend: bool = True) -> alt.Color:
+    """Colour per run, with its legend (charts that name each run on an axis need none)."""
     return alt.Color("run:N", title="Run", scale=alt.Scale(domain=list(labels)), sort=list(labels),
-                     legend=alt.Legend(orient="top"))
+                     legend=_run_legend() if legend else None)
 
 
-def _run_axis(labels: Sequence[str]) -> alt.X:
-    return alt.X("run:N", title=None, sort=list(labels), axis=alt.Axis(labelAngle=0, labelExpr=WRAPPED_LABELS))
+LINE_PX = 14  # one line of an axis label or a legend entry at Streamlit's chart font size, with its spacing
+BAR_PX = 16  # the least height one bar gets
+ROW_PX = 30  # the least height one row gets
+LEGEND_PX, LEGEND_ENTRY_PX = 40, 18  # a legend below the chart: its heading and spacing, and each entry
+# Streamlit fits the whole chart into its height (Vega's autosize "fit"): the title, the x axis with its title and
+# the legend's heading take this much of it before any row.
+FRAME_PX = 110
+
+
+def _rows_height(names: Sequence[str], bars_per_row: int = 1, legend_entries: int = 0) -> int:
+    """Height of a horizontal bar chart with a row per name: each row tall enough for its wrapped name and its
+    bars, plus the chart's frame and a legend below it (Vega-Lite's 20 px a row, with the frame inside the height
+    Streamlit gives it, squeezed the rows until the names lay on top of each other)."""
+    lines = max((len(str(name).split(LINE_BREAK)) for name in names), default=1)
+    rows = max(1, len(names)) * max(ROW_PX, lines * LINE_PX + 10, bars_per_row * BAR_PX)
+    legend = LEGEND_PX + legend_entries * LEGEND_ENTRY_PX if legend_entries else 0
+    return FRAME_PX + rows + legend
+
+
+def _name_axis(field: str, names: Sequence[str], wrap: bool = False) -> alt.Y:
+    """The names of a horizontal bar chart, one per row, in the order given (pre-wrapped ones split into lines)."""
+    axis = alt.Axis(labelLimit=LABEL_LIMIT_PX, labelExpr=WRAPPED_LABELS) if wrap else alt.Axis(
+        labelLimit=LABEL_LIMIT_PX)
+    return alt.Y(field, title=None, sort=list(names), axis=axis)
+
+
+def wrapped(name: str) -> str:
+    """`name` broken into lines of at most WRAP_CHARS characters at spaces, for an axis that splits them."""
+    return LINE_BREAK.join(textwrap.wrap(name, WRAP_CHARS, break_on_hyphens=False)) or name
 
 
 def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
@@ -77,14 +119,17 @@ def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
         }
         for i, (label, result) in enumerate(runs.items())
     ]
-    frame = pd.DataFrame(rows, columns=["run", "seconds", "epochs", "change"])
+    for row in rows:  # on the bar, only "1.56x faster": the whole sentence is in the tooltip
+        row["short"] = row["change"].split(" (")[0]
+    frame = pd.DataFrame(rows, columns=["run", "seconds", "epochs", "change", "short"])
+    longest = max((row["seconds"] for row in rows), default=0.0) or 1.0
     bars = (
         alt.Chart(frame)
         .mark_bar()
         .encode(
-            x=_run_axis(labels),
-            y=alt.Y("seconds:Q", title="Total training time (s)"),
-            color=_color(labels),
+            y=_name_axis("run:N", labels),
+            x=alt.X("seconds:Q", title="Total training time (s)", scale=alt.Scale(domain=[0, longest * TEXT_ROOM])),
+            color=_color(labels, legend=False),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("seconds:Q", title="Training time (s)", format=".2f"),
@@ -93,8 +138,8 @@ def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
             ],
         )
     )
-    text = bars.mark_text(dy=-8).encode(text="change:N", color=alt.value(LABEL_COLOUR))
-    return alt.layer(bars, text).properties(title="Total training time")
+    text = bars.mark_text(align="left", dx=4).encode(text="short:N", color=alt.value(LABEL_COLOUR))
+    return alt.layer(bars, text).properties(title="Total training time", height=_rows_height(labels))
 
 
 def memory_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
@@ -106,19 +151,20 @@ def memory_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
             rows.append(
                 {
                     "run": label,
-                    "figure": MEMORY_SHORT_NAMES.get(key, key),
+                    "figure": wrapped(MEMORY_SHORT_NAMES.get(key, key)),
                     "description": MEMORY_LABELS.get(key, key),
                     "megabytes": count / 1e6,
                 }
             )
     frame = pd.DataFrame(rows, columns=["run", "figure", "description", "megabytes"])
+    figures = list(dict.fromkeys(row["figure"] for row in rows))
     return (
-        alt.Chart(frame, title="Peak memory")
+        alt.Chart(frame, title="Peak memory", height=_rows_height(figures, bars_per_row=len(labels), legend_entries=len(labels)))
         .mark_bar()
         .encode(
-            x=alt.X("figure:N", title=None, axis=alt.Axis(labelAngle=0, labelExpr=WRAPPED_LABELS)),
-            xOffset=alt.XOffset("run:N", sort=labels),
-            y=alt.Y("megabytes:Q", title="Peak memory (MB)"),
+            y=_name_axis("figure:N", figures, wrap=True),
+            yOffset=alt.YOffset("run:N", sort=labels),
+            x=alt.X("megabytes:Q", title="Peak memory (MB)"),
             color=_color(labels),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
@@ -186,8 +232,8 @@ def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = Non
             # "~g" keeps as many digits as the ticks need: a narrow live range no longer repeats "2.30, 2.30".
             y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False), axis=alt.Axis(format="~g")),
             color=_color(labels),
-            strokeDash=alt.StrokeDash("run:N", title="Run", sort=labels, legend=alt.Legend(orient="top")),
-            shape=alt.Shape("run:N", title="Run", sort=labels, legend=alt.Legend(orient="top")),
+            strokeDash=alt.StrokeDash("run:N", title="Run", sort=labels, legend=_run_legend()),
+            shape=alt.Shape("run:N", title="Run", sort=labels, legend=_run_legend()),
             opacity=alt.condition(picked, alt.value(0.9), alt.value(0.15)),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
@@ -217,12 +263,12 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
     # An empty chart must say why it is empty rather than show a bare axis.
     title = "Throughput" if rows else "Throughput: not measured (every step was a warm-up step; train on more images)"
     return (
-        alt.Chart(frame, title=title)
+        alt.Chart(frame, title=title, height=_rows_height([row["run"] for row in rows]))
         .mark_bar()
         .encode(
-            x=_run_axis(labels),
-            y=alt.Y("steady:Q", title="Images per second (after warm-up)"),
-            color=_color(labels),
+            y=_name_axis("run:N", labels),
+            x=alt.X("steady:Q", title="Images per second (after warm-up)"),
+            color=_color(labels, legend=False),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("steady:Q", title="Images/s after warm-up", format=",.0f"),

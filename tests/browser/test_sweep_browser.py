@@ -1,5 +1,5 @@
 """When AMP pays off and Results as a learner sees them, on one server of this module's own: a running sweep that
-follows itself to its verdict with no reload or click (issue 14), and the comparison charts' x labels at 800 px
+follows itself to its verdict with no reload or click (issue 14), and the comparison charts' names and legends at 800 px
 (issue 13), drawn from comparisons recorded with the project's command line."""
 
 import dataclasses
@@ -26,7 +26,7 @@ PARTIAL = re.compile(r"^Verdict: No verdict: only (\d) of 4 runs are in")
 NOT_YET = "No run of this sweep has finished yet."
 
 QUICK_DEMO = REPO_ROOT / "reference" / "cpu-2026-11-30-quick-demo.json"
-# The four figures a CUDA run records (trainer.comparison_table.MEMORY_SHORT_NAMES), in bytes: the longest x labels.
+# The four figures a CUDA run records (trainer.comparison_table.MEMORY_SHORT_NAMES), in bytes: the longest names on an axis.
 GPU_FIGURES = {"torch_max_allocated": 4e8, "torch_max_reserved": 5e8, "nvml_process_used": 7e8,
                "nvml_device_used": 9e8}
 # Finished comparisons on the module's server: (pairs of runs, with a GPU's memory figures).
@@ -180,22 +180,33 @@ def test_a_running_sweep_shows_progress_then_its_verdict_without_a_reload_or_cli
 
 
 
-# ---- issue 13: x labels at 800 px ------------------------------------------------------------------------------------
+# ---- issue 13: labels at 800 px --------------------------------------------------------------------------------------
 
-# One place for what a discrete x axis of each chart shows: every label, whether Vega drew it and where.
+# One place for what each chart's discrete axis (the names: x on a line chart's epochs, y on a bar chart lying on its
+# side) shows: every label, whether Vega drew it and where.
 AXES_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')].map((chart) => {
   const title = chart.querySelector('g.role-title text');
-  const axis = chart.querySelector('g.role-axis[aria-label^="X-axis"]');
+  const axis = [...chart.querySelectorAll('g.role-axis')].find(
+    (a) => (a.getAttribute('aria-label') || '').includes('discrete scale')) || null;
   return {
     chart: title ? title.textContent : '?',
     svg: chart.querySelector('svg') !== null,
-    discrete: axis !== null && axis.getAttribute('aria-label').includes('discrete scale'),
+    discrete: axis !== null,
     labels: axis === null ? [] : [...axis.querySelectorAll('g.role-axis-label text')].map((text) => {
       const box = text.getBoundingClientRect();
       return {text: [...text.querySelectorAll('tspan')].map((t) => t.textContent).join(' ') || text.textContent,
               drawn: text.getAttribute('opacity') !== '0' && text.textContent !== '',
               left: box.left, right: box.right, top: box.top, bottom: box.bottom};
     }),
+    legend: [...chart.querySelectorAll('g.role-legend-label text')].map((text) => {
+      const box = text.getBoundingClientRect();
+      return {text: text.textContent, left: box.left, right: box.right};
+    }),
+    marks: [...chart.querySelectorAll('g.role-mark text')].map((text) => {
+      const box = text.getBoundingClientRect();
+      return {text: text.textContent, right: box.right};
+    }),
+    width: chart.querySelector('svg') === null ? 0 : chart.querySelector('svg').getBoundingClientRect().right,
   };
 })"""
 
@@ -219,19 +230,10 @@ def overlaps(a: dict, b: dict) -> bool:
             and min(a["bottom"], b["bottom"]) - max(a["top"], b["top"]) > 0.5)
 
 
-LABELS_HIDDEN_AT_800 = pytest.mark.xfail(
-    strict=True, raises=AssertionError,
-    reason="app bug (reported): at 800 px the wrapped labels still collide, and Streamlit's chart theme "
-           "(labelOverlap) hides every other one",
-)
-
-
 @pytest.mark.parametrize("name", [
-    "one-pair-cpu",
-    pytest.param("three-pairs", marks=LABELS_HIDDEN_AT_800),
-    pytest.param("gpu-memory-figures", marks=LABELS_HIDDEN_AT_800),
+    "one-pair-cpu", "three-pairs", "gpu-memory-figures",
 ])
-def test_comparison_charts_at_800_px_show_every_x_label_without_overlap(page, lab, name):
+def test_comparison_charts_at_800_px_show_every_name_and_legend_entry_without_overlap(page, lab, name):
     url, _ = lab
     page.set_viewport_size({"width": 800, "height": 1000})
     page.goto(f"{url}/results?job=recorded-{name}")  # a shared link: any finished comparison on the server
@@ -249,4 +251,13 @@ def test_comparison_charts_at_800_px_show_every_x_label_without_overlap(page, la
             problems.append(f"{chart['chart']}: labels hidden by Vega to avoid overlap: {hidden}")
         problems += [f"{chart['chart']}: {a['text']!r} overlaps {b['text']!r}"
                      for i, a in enumerate(drawn) for b in drawn[i + 1:] if overlaps(a, b)]
+    # A legend lists every run inside the chart: one in a row above the chart was cut off after three runs.
+    runs = 2 * RECORDED[name][0]
+    memory = next(chart for chart in axes if chart["chart"] == "Peak memory")
+    if len(memory["legend"]) != runs:
+        problems.append(f"Peak memory: the legend lists {len(memory['legend'])} of {runs} runs")
+    problems += [f"{chart['chart']}: the legend's {entry['text']!r} is cut off at the chart's edge"
+                 for chart in axes for entry in chart["legend"] if entry["right"] > chart["width"] + 0.5]
+    problems += [f"{chart['chart']}: the text {mark['text']!r} on a bar is cut off at the chart's edge"
+                 for chart in axes for mark in chart["marks"] if mark["right"] > chart["width"] + 0.5]
     assert not problems, "at 800 px: " + "; ".join(problems)
