@@ -32,13 +32,31 @@ def navigation_as_served(monkeypatch):
     monkeypatch.setattr(PagesManager, "__init__", make_as_served)
 
 
-@pytest.fixture
-def app(state_dir):
-    """The whole app through app.py's navigation; the job manager is shut down afterwards."""
+def started_app() -> AppTest:
+    """The whole app through app.py's navigation, after its first run."""
     at = AppTest.from_file(APP, default_timeout=120)
     at.run()
-    yield at
+    return at
+
+
+@pytest.fixture
+def app(state_dir):
+    """The whole app; the job manager is shut down afterwards."""
+    yield started_app()
     st.cache_resource.clear()  # releases the job manager, which cancels anything still running
+
+
+@pytest.fixture
+def app_on_server(state_dir, monkeypatch):
+    """The whole app on a server set up by AMP_LAB_* variables: `app_on_server(DEVICE="cpu")`."""
+
+    def start(**settings: str) -> AppTest:
+        for name, value in settings.items():
+            monkeypatch.setenv(f"AMP_LAB_{name}", value)
+        return started_app()
+
+    yield start
+    st.cache_resource.clear()
 
 
 def open_page(at: AppTest, page: str) -> AppTest:

@@ -1,7 +1,14 @@
 """The instructor's console through the real app: sign-in, the queue, cancelling, presets and the class's CSV."""
 
 import pytest
-from app_testing import APP, navigation_as_served, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from app_testing import (  # noqa: F401 (fixtures)
+    app_on_server,
+    navigation_as_served,
+    open_page,
+    started_app,
+    state_dir,
+    texts,
+)
 from streamlit.testing.v1 import AppTest
 from test_server_history import make_job
 
@@ -14,15 +21,8 @@ PASSWORD = "a long classroom secret"
 
 
 @pytest.fixture
-def app(state_dir, monkeypatch):
-    monkeypatch.setenv("AMP_LAB_INSTRUCTOR_PASSWORD", PASSWORD)
-    monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    yield at
-    import streamlit as st
-
-    st.cache_resource.clear()
+def app(app_on_server):
+    return app_on_server(INSTRUCTOR_PASSWORD=PASSWORD, DEVICE="cpu")
 
 
 def sign_in(at: AppTest, password: str) -> AppTest:
@@ -75,8 +75,7 @@ def test_presets_from_the_console_start_every_run_page(app):
     next(t for t in app.text_input if t.label == "Presets").input("epochs=1&batch_size=128")
     next(b for b in app.button if b.label == "Save for every learner").click().run()
 
-    learner = AppTest.from_file(APP, default_timeout=120)  # another browser: a learner
-    learner.run()
+    learner = started_app()  # another browser: a learner
     learner.switch_page("pages/run_experiment.py").run()
     assert learner.select_slider(key="run_epochs").value == 1
     assert learner.select_slider(key="run_batch_size").value == 128

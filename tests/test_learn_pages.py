@@ -5,10 +5,8 @@ import time
 from pathlib import Path
 
 import pytest
-import streamlit as st
-from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from app_testing import APP, app, app_on_server, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
-from streamlit.testing.v1 import AppTest
 from ui_fixtures import make_result
 
 from lessons.number_formats import encode_all
@@ -367,14 +365,9 @@ def test_when_amp_pays_names_both_sources_of_the_gain_and_links_the_recipe(app):
 
 
 @pytest.fixture
-def app_with_limits(state_dir, monkeypatch):
+def app_with_limits(app_on_server):
     """The app on a server whose instructor allows batches of at most 16 and 100 training images."""
-    monkeypatch.setenv("AMP_LAB_MAX_BATCH_SIZE", "16")
-    monkeypatch.setenv("AMP_LAB_MAX_SUBSET", "100")
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    yield at
-    st.cache_resource.clear()
+    return app_on_server(MAX_BATCH_SIZE="16", MAX_SUBSET="100")
 
 
 def test_when_amp_pays_follows_a_strict_servers_limits(app_with_limits):

@@ -7,9 +7,8 @@ import time
 from pathlib import Path
 
 import pytest
-import streamlit as st
 import torch
-from app_testing import APP, app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from app_testing import APP, app, app_on_server, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from streamlit.testing.v1 import AppTest
 from test_server_history import make_job
 
@@ -62,13 +61,9 @@ def test_overview_shows_the_hardware_and_a_quick_demo(app):
 
 
 @pytest.fixture
-def cpu_app(state_dir, monkeypatch):
+def cpu_app(app_on_server):
     """The app with its jobs pinned to the CPU, the device this project's references were recorded on."""
-    monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
-    at = AppTest.from_file(APP, default_timeout=120)
-    at.run()
-    yield at
-    st.cache_resource.clear()
+    return app_on_server(DEVICE="cpu")
 
 
 def test_overview_checks_a_guess_of_the_quick_demos_speedup_against_its_reference(cpu_app):
