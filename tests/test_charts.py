@@ -113,6 +113,10 @@ def test_bar_labels_are_dark_and_names_lie_one_per_row_wrapped(runs):
     # Charts that name every run on an axis need no legend; the others list the runs one per line.
     assert time_spec["layer"][0]["encoding"]["color"]["legend"] is None
     assert charts.memory_chart(runs).to_dict()["encoding"]["color"]["legend"]["columns"] == 1
+    # A legend below a line chart adds to its height, so the plot keeps its own however many runs it lists.
+    assert len(runs) == 2
+    two, six = charts.epoch_time_chart(runs), charts.loss_chart({f"run {i}": [] for i in range(6)})
+    assert six.to_dict()["height"] - two.to_dict()["height"] == 4 * charts.LEGEND_ENTRY_PX
 
 
 def test_loss_chart_takes_live_points_and_an_empty_run():

@@ -79,6 +79,7 @@ LINE_PX = 14  # one line of an axis label or a legend entry at Streamlit's chart
 BAR_PX = 16  # the least height one bar gets
 ROW_PX = 30  # the least height one row gets
 LEGEND_PX, LEGEND_ENTRY_PX = 40, 18  # a legend below the chart: its heading and spacing, and each entry
+PLOT_PX = 300  # a line chart's plot with its title and axes
 # Streamlit fits the whole chart into its height (Vega's autosize "fit"): the title, the x axis with its title and
 # the legend's heading take this much of it before any row.
 FRAME_PX = 110
@@ -90,8 +91,18 @@ def _rows_height(names: Sequence[str], bars_per_row: int = 1, legend_entries: in
     Streamlit gives it, squeezed the rows until the names lay on top of each other)."""
     lines = max((len(str(name).split(LINE_BREAK)) for name in names), default=1)
     rows = max(1, len(names)) * max(ROW_PX, lines * LINE_PX + 10, bars_per_row * BAR_PX)
-    legend = LEGEND_PX + legend_entries * LEGEND_ENTRY_PX if legend_entries else 0
-    return FRAME_PX + rows + legend
+    return FRAME_PX + rows + _legend_height(legend_entries)
+
+
+def _legend_height(entries: int) -> int:
+    """Height a legend below the chart takes out of the chart's own (nothing without entries)."""
+    return LEGEND_PX + entries * LEGEND_ENTRY_PX if entries else 0
+
+
+def _with_legend_height(labels: Sequence[str]) -> int:
+    """Height of a line chart with a legend of `labels` below it: the plot keeps PLOT_PX whatever the legend's
+    length (Streamlit fits the legend inside the chart's height, so six runs' legend squeezed the plot)."""
+    return PLOT_PX + _legend_height(len(labels))
 
 
 def _name_axis(field: str, names: Sequence[str], wrap: bool = False) -> alt.Y:
@@ -158,8 +169,9 @@ def memory_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
             )
     frame = pd.DataFrame(rows, columns=["run", "figure", "description", "megabytes"])
     figures = list(dict.fromkeys(row["figure"] for row in rows))
+    height = _rows_height(figures, bars_per_row=len(labels), legend_entries=len(labels))
     return (
-        alt.Chart(frame, title="Peak memory", height=_rows_height(figures, bars_per_row=len(labels), legend_entries=len(labels)))
+        alt.Chart(frame, title="Peak memory", height=height)
         .mark_bar()
         .encode(
             y=_name_axis("figure:N", figures, wrap=True),
@@ -185,7 +197,7 @@ def epoch_time_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
     ]
     frame = pd.DataFrame(rows, columns=["run", "epoch", "seconds"])
     return (
-        alt.Chart(frame, title="Time per epoch")
+        alt.Chart(frame, title="Time per epoch", height=_with_legend_height(labels))
         .mark_line(point=True)
         .encode(
             x=alt.X("epoch:O", title="Epoch", axis=alt.Axis(labelAngle=0)),
@@ -220,7 +232,7 @@ def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = Non
     # and clicking a run in the legend brings it to the front (the others fade).
     picked = alt.selection_point(fields=["run"], bind="legend")
     return (
-        alt.Chart(frame, title="Training loss")
+        alt.Chart(frame, title="Training loss", height=_with_legend_height(labels))
         .mark_line(point=True)
         .encode(
             x=alt.X(
