@@ -107,8 +107,7 @@ def _with_legend_height(labels: Sequence[str]) -> int:
 
 def _name_axis(field: str, names: Sequence[str], wrap: bool = False) -> alt.Y:
     """The names of a horizontal bar chart, one per row, in the order given (pre-wrapped ones split into lines)."""
-    axis = alt.Axis(labelLimit=LABEL_LIMIT_PX, labelExpr=WRAPPED_LABELS) if wrap else alt.Axis(
-        labelLimit=LABEL_LIMIT_PX)
+    axis = alt.Axis(labelLimit=LABEL_LIMIT_PX, labelExpr=WRAPPED_LABELS if wrap else alt.Undefined)
     return alt.Y(field, title=None, sort=list(names), axis=axis)
 
 
