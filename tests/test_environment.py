@@ -26,6 +26,22 @@ def test_capture_environment_on_cpu_is_complete_and_json_ready():
     for key in ("cuda_matmul_allow_tf32", "cudnn_allow_tf32", "cudnn_benchmark", "cpu_model", "python_version"):
         assert key in env
     assert env["cpu_flags"] == [f for f in CPU_FLAGS_OF_INTEREST if f in _proc_flags()]
+    assert env["tf32_in_effect"] is False  # whatever cuDNN's switch says, a CPU has no TF32
+
+
+@pytest.mark.parametrize(
+    "device_type, capability, conv_switch, expected",
+    [
+        ("cpu", None, True, False),  # fp32-default on a CPU: the switch is PyTorch's default, the arithmetic fp32
+        ("cuda", "7.0", True, False),  # V100: no TF32 units
+        ("cuda", "8.0", True, True),
+        ("cuda", "9.0", False, False),  # strict fp32 on an H100/H200
+        ("cuda", "12.0", True, True),
+    ],
+)
+def test_tf32_in_effect_needs_the_switch_and_a_gpu_that_has_tf32(device_type, capability, conv_switch, expected):
+    env = {"device_type": device_type, "compute_capability": capability, "cudnn_allow_tf32": conv_switch}
+    assert environment.tf32_in_effect(env) is expected
 
 
 def test_hardware_report_on_this_cpu_follows_its_flags():

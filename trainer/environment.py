@@ -10,7 +10,7 @@ from functools import lru_cache
 import torch
 
 from trainer import host_malloc
-from trainer.capabilities import DeviceFacts, resolve_device
+from trainer.capabilities import TF32_MIN_CAPABILITY, DeviceFacts, resolve_device
 from trainer.known_fields import from_known_fields
 from trainer.precision import tf32_flags
 
@@ -97,7 +97,20 @@ def capture_environment(device: torch.device) -> dict:
             gpu_memory_total_bytes=int(props.total_memory),
             gpu_uuid=f"GPU-{props.uuid}",
         )
+    env["tf32_in_effect"] = tf32_in_effect(env)
     return env
+
+
+def tf32_in_effect(env: dict) -> bool:
+    """Whether this run's fp32 convolutions could use TF32: its switch on, on a GPU that has TF32.
+
+    The switches are CUDA's and are recorded on every device, so a CPU run of fp32-default records cuDNN's
+    switch as "tf32" (PyTorch's default) although no TF32 arithmetic exists there; this says what happened.
+    """
+    capability = env.get("compute_capability")
+    if env.get("device_type") != "cuda" or not capability:
+        return False
+    return bool(env.get("cudnn_allow_tf32")) and DeviceFacts("cuda", capability).capability >= TF32_MIN_CAPABILITY
 
 
 @dataclass
