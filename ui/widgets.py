@@ -83,13 +83,26 @@ def live_losses(job: JobView) -> dict[str, Sequence[dict]]:
     return {name: points for name, points in zip(run_names(job.spec), job.live_losses) if points}
 
 
+def named_results(job: JobView) -> dict[str, RunResult]:
+    """A job's finished runs under the names the Run page showed while they trained ("FP32, pair 2 of 3")."""
+    names = run_names(job.spec)
+    return {names[index]: outcome.result for index, outcome in enumerate(job.outcomes)
+            if outcome.status == "ok" and outcome.result is not None and index < len(names)}
+
+
+def run_modes(spec: JobSpec) -> dict[str, str]:
+    """{run name: precision mode} for a job's runs, which the charts colour by."""
+    return dict(zip(run_names(spec), (config.precision for config in spec.runs)))
+
+
 def job_panel(job: JobView, session: str, manager) -> None:
     """A job of this session: its place in the queue, or a progress bar and live loss per run, or its end."""
     st.markdown(f"**{job.label or job.kind}**")
     if job.status == "queued":
         st.info(
             f"Waiting in the queue: position {job.queue_position}; it should start in {about(job.estimated_wait_s)}. "
-            "Only one job trains at a time, so that timings are not disturbed by other learners' runs."
+            "Each device (each GPU, or the CPU) trains one job at a time, so that other learners' runs do not "
+            "disturb the timings."
         )
     for index, name in enumerate(run_names(job.spec)):
         fraction, text = run_progress_text(job, index)
@@ -97,7 +110,7 @@ def job_panel(job: JobView, session: str, manager) -> None:
     live = live_losses(job)
     if live and not job.finished:
         last_step = job.progress.total_steps if job.progress else None
-        st.altair_chart(charts.loss_chart(live, last_step=last_step), width="stretch")
+        st.altair_chart(charts.loss_chart(live, last_step=last_step, precisions=run_modes(job.spec)), width="stretch")
     if job.status == "done":
         st.success(f"Done in {format_seconds((job.finished_at or 0) - (job.started_at or 0))}.")
         st.page_link(RESULTS_PAGE, label="See the results", icon="📊")
@@ -159,7 +172,8 @@ def comparison_charts(runs: Mapping[str, RunResult], key: str) -> None:
     right.altair_chart(charts.memory_chart(runs), width="stretch", key=f"{key}-memory")
     left.altair_chart(charts.epoch_time_chart(runs), width="stretch", key=f"{key}-epochs")
     right.altair_chart(charts.throughput_chart(runs), width="stretch", key=f"{key}-throughput")
-    st.altair_chart(charts.loss_chart(charts.loss_series(runs)), width="stretch", key=f"{key}-loss")
+    loss = charts.loss_chart(charts.loss_series(runs), precisions=charts.run_precisions(runs))
+    st.altair_chart(loss, width="stretch", key=f"{key}-loss")
 
 
 def when(stamp: float | str | None) -> str:
