@@ -8,11 +8,10 @@ from server.records import JobView
 from trainer.results import median_pair, speedup_interval, split_pairs
 from trainer.timing_quality import is_noisy
 from ui import exports, jobs, session
-from ui.charts import run_labels
 from ui.choices import shown
 from ui.interpret import uncertainty
 from ui.reference import load_references, reference_panel
-from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, when
+from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, named_results, when
 
 st.title("Results")
 
@@ -74,7 +73,7 @@ if len(results) < 2:
     st.error("This comparison has fewer than two finished runs, so there is nothing to compare.")
     st.stop()
 
-runs = run_labels(results)
+runs = named_results(job)
 device = results[0].environment.get("device_name")
 st.caption(f"Job {job.id[:8]} · finished {when(job.finished_at)} · device: {device}")
 

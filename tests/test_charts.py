@@ -55,6 +55,29 @@ def test_time_chart_has_bars_with_the_improvement_written_on_them(runs):
     assert data[1]["short"] == "1.56x faster" and text["encoding"]["text"]["field"] == "short"
 
 
+def test_repeated_pairs_are_each_compared_with_their_own_baseline():
+    # fp32 75 s, AMP 48 s, then a slower fp32 80 s and AMP 40 s: the second AMP run is 2.00x its own pair's fp32.
+    first, second = lab_pair("amp-bf16"), lab_pair("amp-bf16")
+    second[0].total_time_s, second[1].total_time_s = 80.0, 40.0
+    changes = [row["change"] for row in rows(charts.time_chart(charts.run_labels([*first, *second])))]
+    assert changes == ["baseline", "1.56x faster (36% less time)", "baseline", "2.00x faster (50% less time)"]
+
+
+def test_every_run_is_coloured_by_its_precision_on_every_chart():
+    results = [*lab_pair("amp-bf16"), *lab_pair("amp-bf16")]
+    runs = charts.run_labels(results)
+    colours = [charts.PRECISION_COLOURS[mode] for mode in ("fp32", "amp-bf16", "fp32", "amp-bf16")]
+    specs = [charts.time_chart(runs).to_dict()["layer"][0], charts.memory_chart(runs).to_dict(),
+             charts.epoch_time_chart(runs).to_dict(), charts.throughput_chart(runs).to_dict(),
+             charts.loss_chart(charts.loss_series(runs), precisions=charts.run_precisions(runs)).to_dict()]
+    for spec in specs:
+        scale = spec["encoding"]["color"]["scale"]
+        assert scale["domain"] == list(runs) and scale["range"] == colours
+    # Two runs of one mode share a colour; on the line charts their dashes tell them apart.
+    for spec in (specs[2], specs[4]):
+        assert spec["encoding"]["strokeDash"]["field"] == "run"
+
+
 def test_memory_chart_groups_bars_per_memory_figure(runs):
     chart = charts.memory_chart(runs)
     spec = chart.to_dict()

@@ -14,12 +14,12 @@ from test_server_history import make_job
 
 from server.history import HistoryStore
 from server.identity import LearnerStore
-from trainer.comparison_table import format_seconds
+from trainer.comparison_table import format_seconds, precision_name
 from trainer.config import RunConfig
 from trainer.environment import HardwareReport, hardware_report
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult, median_pair, split_pairs
-from ui.charts import comparison_table, run_labels
+from ui.charts import comparison_table
 from ui.experiment import QUICK_DEMO, tf32_note
 from ui.reference import load_references
 
@@ -317,8 +317,9 @@ def test_results_page_shows_a_repeated_comparison_with_its_range_and_doubt(app, 
     assert ours.iloc[0][["FP32", "AMP"]].tolist() == [format_seconds(baseline.total_time_s),
                                                       format_seconds(candidate.total_time_s)]
     assert any(m.startswith("**What this says:** The speedup is uncertain") for m in texts(app.markdown))
-    noisy = [(label, reason) for label, result in run_labels(results).items()
-             for reason in result.timing_quality["reasons"]]
+    # Each run under the name the Run page gave it while it trained, noisy ones with their reasons.
+    names = [f"{precision_name(r.precision)}, pair {i // 2 + 1} of 3" for i, r in enumerate(results)]
+    noisy = [(name, reason) for name, result in zip(names, results) for reason in result.timing_quality["reasons"]]
     assert len(noisy) >= 2  # the recording's noisy runs, each with its reason under its own label
     assert all(f"{label}: timing was noisy: {reason}" in texts(app.warning) for label, reason in noisy)
     assert app.get("download_button")[0].label == "All 6 runs (JSON)"

@@ -11,7 +11,8 @@ from ui_fixtures import lab_pair
 from server.devices import Slot
 from server.records import JobSpec
 from trainer.config import RunConfig
-from ui.widgets import live_losses, queue_caption, run_names, when
+from server.records import RunOutcome
+from ui.widgets import live_losses, named_results, queue_caption, run_modes, run_names, when
 
 
 def summary_script(results):
@@ -77,6 +78,17 @@ def test_the_live_loss_chart_keeps_each_run_of_a_precision_apart():
         "AMP (bf16), pair 1 of 2": [{"step": 4, "loss": 2.2}],
         "FP32, pair 2 of 2": [{"step": 4, "loss": 2.1}],  # not merged into the first fp32 run's line
     }
+
+
+def test_results_keep_the_names_their_runs_had_while_training():
+    job = make_job("n" * 32, precisions=["fp32", "amp-bf16"] * 2)
+    named = named_results(job)
+    assert list(named) == ["FP32, pair 1 of 2", "AMP (bf16), pair 1 of 2", "FP32, pair 2 of 2", "AMP (bf16), pair 2 of 2"]
+    assert list(named.values()) == job.results
+    assert run_modes(job.spec) == {name: result.precision for name, result in named.items()}
+    # A run that did not finish keeps its place: the runs after it keep their own names.
+    job.outcomes[1] = RunOutcome(job.spec.runs[1], "failed", error="out of memory")
+    assert list(named_results(job)) == ["FP32, pair 1 of 2", "FP32, pair 2 of 2", "AMP (bf16), pair 2 of 2"]
 
 
 def test_the_queue_caption_counts_the_workers_and_the_jobs_running_on_them():

@@ -18,7 +18,7 @@ from trainer.comparison_table import (
     precision_name,
     speed_change,
 )
-from trainer.results import MEMORY_LABELS, RunResult, SpeedupInterval
+from trainer.results import MEMORY_LABELS, RunResult, SpeedupInterval, split_pairs
 
 
 def numbered(names: Sequence[str]) -> list[str]:
@@ -42,6 +42,7 @@ def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
 # fp32-default, fp32 as PyTorch defaults, a lighter blue beside strict fp32's.
 PRECISION_COLOURS = {"fp32": "#4c78a8", "fp32-default": "#9ecae9", "tf32": "#72b7b2", "amp-fp16": "#f58518",
                      "amp-bf16": "#e45756"}
+OTHER_COLOUR = "#bab0ac"  # a mode outside that map (none of the training modes)
 
 
 def precision_scale(precisions: Iterable[str]) -> alt.Scale:
@@ -69,10 +70,22 @@ def _run_legend() -> alt.Legend:
     return alt.Legend(orient="bottom", columns=1)
 
 
-def _color(labels: Sequence[str], legend: bool = True) -> alt.Color:
-    """Colour per run, with its legend (charts that name each run on an axis need none)."""
-    return alt.Color("run:N", title="Run", scale=alt.Scale(domain=list(labels)), sort=list(labels),
-                     legend=_run_legend() if legend else None)
+def _color(precisions: Mapping[str, str] | Sequence[str], legend: bool = True) -> alt.Color:
+    """Colour per run, with its legend (charts that name each run on an axis need none). Given each run's precision
+    ({run: precision}), a run takes its precision's colour, so fp32 is the same blue on every chart of the app and
+    the repeated runs of one mode share it (their names, dashes and markers tell them apart); given run names
+    only (a live chart of unknown modes), Vega's colours in order."""
+    labels = list(precisions)
+    if isinstance(precisions, Mapping):
+        scale = alt.Scale(domain=labels, range=[PRECISION_COLOURS.get(p, OTHER_COLOUR) for p in precisions.values()])
+    else:
+        scale = alt.Scale(domain=labels)
+    return alt.Color("run:N", title="Run", scale=scale, sort=labels, legend=_run_legend() if legend else None)
+
+
+def run_precisions(runs: Mapping[str, RunResult]) -> dict[str, str]:
+    """{run: its precision mode}, which _color colours by."""
+    return {label: result.precision for label, result in runs.items()}
 
 
 LINE_PX = 14  # one line of an axis label or a legend entry at Streamlit's chart font size, with its spacing
@@ -117,17 +130,21 @@ def wrapped(name: str) -> str:
 
 
 def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
-    """Total training time per run as bars, each labelled with its change against the first run."""
+    """Total training time per run as bars, each compared mode's labelled with its change against its own pair's
+    baseline (with repeated pairs, the fp32 run just before it, not the first fp32 run: pair against pair, as the
+    speedup's median and range are computed)."""
     labels = list(runs)
-    base = runs[labels[0]].total_time_s if labels else 0.0
+    baselines, candidates = split_pairs(list(runs.values()))
+    against = {id(candidate): baseline for baseline, candidate in zip(baselines, candidates)}
     rows = [
         {
             "run": label,
             "seconds": result.total_time_s,
             "epochs": result.config.get("epochs"),
-            "change": "baseline" if i == 0 else speed_change(base, result.total_time_s),
+            "change": (speed_change(against[id(result)].total_time_s, result.total_time_s)
+                       if id(result) in against else "baseline"),
         }
-        for i, (label, result) in enumerate(runs.items())
+        for label, result in runs.items()
     ]
     for row in rows:  # on the bar, only "1.56x faster": the whole sentence is in the tooltip
         row["short"] = row["change"].split(" (")[0]
@@ -139,12 +156,12 @@ def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
         .encode(
             y=_name_axis("run:N", labels),
             x=alt.X("seconds:Q", title="Total training time (s)", scale=alt.Scale(domain=[0, longest * TEXT_ROOM])),
-            color=_color(labels, legend=False),
+            color=_color(run_precisions(runs), legend=False),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("seconds:Q", title="Training time (s)", format=".2f"),
                 alt.Tooltip("epochs:Q", title="Epochs"),
-                alt.Tooltip("change:N", title="Against the baseline"),
+                alt.Tooltip("change:N", title="Against its pair's baseline"),
             ],
         )
     )
@@ -176,7 +193,7 @@ def memory_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
             y=_name_axis("figure:N", figures, wrap=True),
             yOffset=alt.YOffset("run:N", sort=labels),
             x=alt.X("megabytes:Q", title="Peak memory (MB)"),
-            color=_color(labels),
+            color=_color(run_precisions(runs)),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("description:N", title="Figure"),
@@ -201,7 +218,8 @@ def epoch_time_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         .encode(
             x=alt.X("epoch:O", title="Epoch", axis=alt.Axis(labelAngle=0)),
             y=alt.Y("seconds:Q", title="Time per epoch (s)"),
-            color=_color(labels),
+            color=_color(run_precisions(runs)),
+            strokeDash=alt.StrokeDash("run:N", title="Run", sort=labels, legend=_run_legend()),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("epoch:O", title="Epoch"),
@@ -215,10 +233,13 @@ def loss_series(runs: Mapping[str, RunResult]) -> dict[str, list[dict]]:
     return {label: result.loss_history for label, result in runs.items()}
 
 
-def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = None) -> alt.Chart:
+def loss_chart(
+    series: Mapping[str, Sequence[dict]], last_step: int | None = None, precisions: Mapping[str, str] | None = None
+) -> alt.Chart:
     """Training loss against the global step, overlaid per run; works for live points as well as results.
 
-    `last_step` fixes the step axis to the whole run, so a live chart fills in from left to right.
+    `last_step` fixes the step axis to the whole run, so a live chart fills in from left to right; `precisions`
+    ({run: precision}) colours each run by its mode.
     """
     labels = list(series)
     rows = [
@@ -242,7 +263,7 @@ def loss_chart(series: Mapping[str, Sequence[dict]], last_step: int | None = Non
             ),
             # "~g" keeps as many digits as the ticks need: a narrow live range no longer repeats "2.30, 2.30".
             y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False), axis=alt.Axis(format="~g")),
-            color=_color(labels),
+            color=_color({label: precisions.get(label, "") for label in labels} if precisions else labels),
             strokeDash=alt.StrokeDash("run:N", title="Run", sort=labels, legend=_run_legend()),
             shape=alt.Shape("run:N", title="Run", sort=labels, legend=_run_legend()),
             opacity=alt.condition(picked, alt.value(0.9), alt.value(0.15)),
@@ -279,7 +300,7 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         .encode(
             y=_name_axis("run:N", labels),
             x=alt.X("steady:Q", title="Images per second (after warm-up)"),
-            color=_color(labels, legend=False),
+            color=_color(run_precisions(runs), legend=False),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
                 alt.Tooltip("steady:Q", title="Images/s after warm-up", format=",.0f"),
