@@ -84,7 +84,7 @@ def describe_run(run_key: str) -> str:
     return (
         f"{precision_name(result.precision)} · {config.get('epochs')} ep · batch {config.get('batch_size')} · "
         f"{subset_name(config.get('subset'))} {config.get('data')} · {config.get('loader')} · "
-        f"width {config.get('width')} · {started} · job {run_key[:8]}"
+        f"width {config.get('width')} · {started} · job {run_key[:8]}, run {int(run_key.rsplit(':', 1)[1]) + 1}"
     )
 
 

@@ -83,7 +83,9 @@ with left:
         st.select_slider,
         help=f"Images per step; the lab uses 256. This server allows at most {settings.max_batch_size}.",
     )
-    st.page_link(MEMORY_PAGE, label="How much memory does this batch need? See Where the memory goes", icon="🧠")
+    # A short label: a page link stays on one line, and the column cut the longer question off mid-word.
+    st.page_link(MEMORY_PAGE, label="Memory at this batch size", icon="🧠",
+                 help="Where the memory goes measures what one training step holds at a batch size, fp32 beside AMP.")
     pick(
         "subset",
         st.select_slider,

@@ -132,7 +132,8 @@ def test_repeats_queue_alternating_pairs_and_the_batch_links_to_the_memory_page(
     for key, value in TINY.items():
         app.session_state[key] = value
     open_page(app, "run_experiment")
-    link = next(link.proto for link in app.get("page_link") if "Where the memory goes" in link.proto.label)
+    link = next(link.proto for link in app.get("page_link") if link.proto.label == "Memory at this batch size")
+    assert "Where the memory goes" in link.help
     assert link.page == "memory"  # the address app.py registers for pages/memory.py
     repeats = app.radio(key="run_repeats")
     assert repeats.options == ["1 pair", "2 pairs", "3 pairs"] and repeats.value == 1
@@ -386,6 +387,11 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
     assert jobs["Owner"].tolist() == ["you"]
     assert app.table[0].value["Metric"].tolist()[0] == "Training time (1 epoch)"
     assert len(charts(app)) == 5
+    # The two runs offered by default are the job's fp32 and AMP runs, each named by its place in the job.
+    baseline, compared = app.selectbox(key="history-a"), app.selectbox(key="history-b")
+    assert baseline.options[baseline.index].startswith("FP32 · 1 ep")
+    assert baseline.options[baseline.index].endswith(f"job {job.id[:8]}, run 1")
+    assert compared.options[compared.index].endswith(f"job {job.id[:8]}, run 2")
 
 
 def test_quick_demo_leads_to_the_run_page_and_can_be_cancelled(app):

@@ -292,14 +292,16 @@ def throughput_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
         if result.steady_images_per_s is not None
     ]
     frame = pd.DataFrame(rows, columns=["run", "steady", "overall", "warmup_steps"])
-    # An empty chart must say why it is empty rather than show a bare axis.
-    title = "Throughput" if rows else "Throughput: not measured (every step was a warm-up step; train on more images)"
+    # An empty chart says why it is empty, in lines short enough for a half-width chart (one line was cut off at
+    # 1280 px), and draws no bare axis.
+    title = "Throughput" if rows else ["Throughput: not measured", "(every step was a warm-up step:",
+                                       "train on more images)"]
     return (
         alt.Chart(frame, title=title, height=_rows_height([row["run"] for row in rows]))
         .mark_bar()
         .encode(
             y=_name_axis("run:N", labels),
-            x=alt.X("steady:Q", title="Images per second (after warm-up)"),
+            x=alt.X("steady:Q", title="Images per second (after warm-up)", axis=alt.Undefined if rows else None),
             color=_color(run_precisions(runs), legend=False),
             tooltip=[
                 alt.Tooltip("run:N", title="Run"),
