@@ -4,14 +4,14 @@ import time
 
 import streamlit as st
 
-from server.instructor import class_results, comparisons_per_hour
+from server.instructor import capacity_at, class_results, comparisons_per_hour
 from server.presets import presets_text
 from trainer.datasets import cifar10_available
 from trainer.errors import ConfigError
 from ui import exports, jobs, session
 from ui.charts import class_speedup_chart
-from ui.experiment import experiment_choices, preset_problems
-from ui.widgets import about, queue_caption
+from ui.experiment import comparison_spec, experiment_choices, preset_problems, starting_values
+from ui.widgets import about, capacity_sentences, queue_caption
 
 QUEUE_REFRESH_S = 5.0  # the console watches the room, not one job: a few seconds' delay is fine
 
@@ -66,13 +66,12 @@ def live_queue() -> None:
 live_queue()
 
 st.subheader("Capacity")
-per_hour = comparisons_per_hour(store, workers=len(manager.slots))
-if per_hour is None:
-    st.caption("No comparison has finished on this server yet, so there is no measured capacity.")
-else:
-    st.markdown(f"From this server's recent comparisons on its {len(manager.slots)} worker(s): about "
-                f"**{per_hour:.0f} learners per hour**, one comparison each, as they were run here (queue waits "
-                "left out).")
+report, cifar10_ok = session.hardware(), cifar10_available(settings.data_root)
+start = comparison_spec(starting_values(experiment_choices(settings, report, cifar10_ok, session.presets())))
+workers = len(manager.slots)
+for sentence in capacity_sentences(capacity_at(start, store, manager.device_type, workers), start.label,
+                                   comparisons_per_hour(store, workers), workers):
+    st.markdown(sentence)
 
 st.subheader("The class's results")
 frame = exports.class_frame(class_results(store, jobs.owner_names()))
@@ -93,7 +92,7 @@ st.markdown(
     "also `data`, `loader`, `amp`, `width`, `channels_last`). A link with its own values still wins. "
     + ("These come from this console." if from_console else "These come from the settings (`AMP_LAB_PRESETS`).")
 )
-choices = experiment_choices(settings, session.hardware(), cifar10_available(settings.data_root))
+choices = experiment_choices(settings, report, cifar10_ok)
 for problem in preset_problems(choices, current):
     st.warning(problem[:1].upper() + problem[1:] + ".")
 with st.form("presets"):

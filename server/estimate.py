@@ -47,7 +47,7 @@ def planned_images(config: RunConfig) -> int:
 
 def estimate_run_seconds(config: RunConfig, store: HistoryStore | None, device_type: str) -> float | None:
     """Seconds one run should take, start-up and evaluation included; None if nothing is known."""
-    measured = _from_history(config, store, device_type) if store is not None else None
+    measured = history_run_seconds(config, store, device_type) if store is not None else None
     return measured if measured is not None else coarse_run_seconds(config, device_type)
 
 
@@ -99,8 +99,9 @@ def trained_epochs(config: RunConfig, per_epoch_s: float) -> int:
     return min(MAX_EPOCHS, max(config.epochs, math.ceil((config.min_steady_s + warmup_s) / per_epoch_s)))
 
 
-def _from_history(config: RunConfig, store: HistoryStore, device_type: str) -> float | None:
-    """Median steady throughput and fixed overhead of similar past runs on this kind of device."""
+def history_run_seconds(config: RunConfig, store: HistoryStore, device_type: str) -> float | None:
+    """Seconds for `config` from the median steady throughput and fixed overhead of similar past runs on this kind
+    of device (same mode, loader and width); None when this server has none."""
     timings = store.run_timings(device_type, config.precision, config.loader, config.width, limit=RECENT_RUNS)
     timings = [t for t in timings if t.steady_images_per_s and t.epochs > 0 and t.train_images > 0]
     similar = [t for t in timings if 0.5 <= t.batch_size / config.batch_size <= 2.0]

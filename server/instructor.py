@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from server.estimate import estimate_job_seconds, history_run_seconds
 from server.history import HistoryStore
-from server.records import JobView
+from server.records import JobSpec, JobView
 from trainer.comparison_table import MEMORY_SHORT_NAMES
 from trainer.results import compare, median_pair, speedup_interval, split_pairs
 
@@ -122,3 +123,24 @@ def comparisons_per_hour(store: HistoryStore, workers: int) -> float | None:
     if not seconds:
         return None
     return workers * 3600.0 / statistics.median(seconds)
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """Learners a server serves per hour at one set of settings, one comparison each (queue waits left out)."""
+
+    comparison_s: float  # one comparison at those settings, start-up and accuracy checks included
+    learners_per_hour: float  # over all the server's workers
+    from_history: bool  # every run estimated from this server's own past runs (else partly the coarse table)
+
+
+def capacity_at(spec: JobSpec, store: HistoryStore, device_type: str, workers: int) -> Capacity | None:
+    """Capacity for comparisons like `spec` (the Run page's starting settings: the lab's, or the instructor's
+    presets), from server/estimate: this server's own runs of those modes where it has some, else the coarse
+    table; None where neither knows the device. Recent comparisons' own times (comparisons_per_hour) say what the
+    class actually ran, which may be much smaller or larger than the settings the room starts from."""
+    seconds = estimate_job_seconds(spec, store, device_type)
+    if not seconds:
+        return None
+    measured = all(history_run_seconds(run, store, device_type) is not None for run in spec.runs)
+    return Capacity(seconds, max(1, workers) * 3600.0 / seconds, measured)

@@ -75,6 +75,11 @@ def test_presets_from_the_console_start_every_run_page(app):
     next(t for t in app.text_input if t.label == "Presets").input("epochs=1&batch_size=128")
     next(b for b in app.button if b.label == "Save for every learner").click().run()
 
+    # The console's capacity now speaks of the settings the room starts from.
+    open_page(app, "instructor")
+    assert any(m.startswith("At the Run page's starting settings (fp32 vs amp-bf16, 1 epoch, batch 128, all 50,000 "
+                            "synthetic images") for m in texts(app.markdown))
+
     learner = started_app()  # another browser: a learner
     learner.switch_page("pages/run_experiment.py").run()
     assert learner.select_slider(key="run_epochs").value == 1

@@ -6,7 +6,9 @@ import pytest
 from test_server_history import make_job
 
 from server.history import HistoryStore
-from server.instructor import FREE_TRIES, PasswordGate, class_results, comparisons_per_hour
+from server.estimate import coarse_run_seconds
+from server.instructor import FREE_TRIES, PasswordGate, capacity_at, class_results, comparisons_per_hour
+from server.records import JobSpec
 from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult
@@ -65,6 +67,28 @@ def test_capacity_comes_from_past_comparisons_and_the_workers(store):
     store.save_job(job)
     assert comparisons_per_hour(store, workers=1) == pytest.approx(60.0)
     assert comparisons_per_hour(store, workers=8) == pytest.approx(480.0)
+
+
+def test_capacity_at_the_starting_settings_is_the_coarse_estimate_until_the_server_has_run_those_modes(store):
+    lab = [RunConfig(precision=p, epochs=5, batch_size=256, data="synthetic", loader="resident", device="cpu")
+           for p in ("fp32", "amp-bf16")]
+    spec = JobSpec("compare", lab)
+    fresh = capacity_at(spec, store, "cpu", workers=2)
+    coarse_s = sum(coarse_run_seconds(run, "cpu") for run in lab)
+    assert not fresh.from_history and fresh.comparison_s == pytest.approx(coarse_s)
+    assert fresh.learners_per_hour == pytest.approx(2 * 3600 / coarse_s)
+    # Tiny comparisons in the history: their own time says nothing of a 5-epoch comparison, their throughput does.
+    job = make_job("t" * 32)
+    for outcome in job.outcomes:
+        outcome.result.config.update(loader="resident", batch_size=256, subset=2048)
+        outcome.result.steady_images_per_s, outcome.result.total_time_s = 1000.0, 2.0
+    job.started_at, job.finished_at = 1000.0, 1010.0
+    store.save_job(job)
+    measured = capacity_at(spec, store, "cpu", workers=2)
+    assert measured.from_history
+    assert measured.comparison_s > 2 * 5 * 50_000 / 1000.0  # both runs' five epochs at 1,000 images/s, and start-up
+    assert comparisons_per_hour(store, workers=2) == pytest.approx(720.0)  # as the tiny ones ran: 10 s each
+    assert capacity_at(spec, store, "tpu", workers=1) is None
 
 
 def test_a_repeated_comparison_gives_the_median_speedup_its_range_and_the_median_pairs_figures(store):

@@ -12,7 +12,8 @@ from server.devices import Slot
 from server.records import JobSpec
 from trainer.config import RunConfig
 from server.records import RunOutcome
-from ui.widgets import live_losses, named_results, queue_caption, run_modes, run_names, when
+from server.instructor import Capacity
+from ui.widgets import capacity_sentences, live_losses, named_results, queue_caption, run_modes, run_names, when
 
 
 def summary_script(results):
@@ -89,6 +90,21 @@ def test_results_keep_the_names_their_runs_had_while_training():
     # A run that did not finish keeps its place: the runs after it keep their own names.
     job.outcomes[1] = RunOutcome(job.spec.runs[1], "failed", error="out of memory")
     assert list(named_results(job)) == ["FP32, pair 1 of 2", "FP32, pair 2 of 2", "AMP (bf16), pair 2 of 2"]
+
+
+def test_capacity_is_said_for_the_starting_settings_and_for_what_the_class_ran():
+    label = "fp32 vs amp-bf16, 5 epochs, batch 256, all 50,000 synthetic images, dataloader loader, width 1"
+    coarse, recent = capacity_sentences(Capacity(4338.0, 0.83, from_history=False), label, 265.4, workers=1)
+    assert coarse == (f"At the Run page's starting settings ({label}), one comparison takes about 72.3 min (a coarse "
+                      "estimate for this kind of device, right to within a few times, until this server has run those "
+                      "modes): about **0.8 learners per hour** on its 1 worker, one comparison each.")
+    assert recent == ("As the class's recent comparisons ran here, with their own settings: about 265 learners per "
+                      "hour on its 1 worker, one comparison each (queue waits left out).")
+    measured, none_yet = capacity_sentences(Capacity(132.0, 218.2, from_history=True), label, None, workers=8)
+    assert "(estimated from this server's own runs of those modes): about **218 learners per hour** on its 8 workers" \
+        in measured
+    assert none_yet == "No comparison has finished on this server yet, so there is no measured capacity."
+    assert capacity_sentences(None, label, None, 1)[0].endswith("there is no estimate for this device yet.")
 
 
 def test_the_queue_caption_counts_the_workers_and_the_jobs_running_on_them():

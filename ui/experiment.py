@@ -101,6 +101,11 @@ def experiment_choices(
     return {c.param: preset(c, (presets or {}).get(c.param))[0] for c in choices}
 
 
+def starting_values(choices: Mapping[str, Choice]) -> dict:
+    """The values the Run page starts from ({param: value}): the lab's, or the instructor's presets."""
+    return {param: choice.default for param, choice in choices.items()}
+
+
 def preset_problems(choices: Mapping[str, Choice], presets: Mapping[str, str]) -> list[str]:
     """The presets this server cannot start from (not offered on this hardware or over a limit), one line each."""
     problems = (preset(choices[param], text)[1] for param, text in presets.items() if param in choices)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from server.devices import Slot
+from server.instructor import Capacity
 from server.records import JobSpec, JobView
 from trainer.comparison_table import format_seconds, precision_name
 from trainer.environment import HardwareReport
@@ -125,6 +126,34 @@ def job_panel(job: JobView, session: str, manager) -> None:
             st.toast("Cancelling the job.")
         else:
             st.warning("This job had already finished.")
+
+
+def capacity_sentences(at_start: Capacity | None, start_label: str, recent_per_hour: float | None,
+                       workers: int) -> list[str]:
+    """The console's capacity in words: at the Run page's starting settings (what the room is set up to run), and
+    as the class's recent comparisons actually ran (which may have been much smaller or larger)."""
+    serving = f"on its {workers} worker{'s' if workers != 1 else ''}, one comparison each"
+    lines = []
+    if at_start is None:
+        lines.append(f"At the Run page's starting settings ({start_label}) there is no estimate for this device yet.")
+    else:
+        source = ("estimated from this server's own runs of those modes" if at_start.from_history else
+                  "a coarse estimate for this kind of device, right to within a few times, until this server has "
+                  "run those modes")
+        lines.append(f"At the Run page's starting settings ({start_label}), one comparison takes "
+                     f"{about(at_start.comparison_s)} ({source}): about **{per_hour(at_start.learners_per_hour)} "
+                     f"learners per hour** {serving}.")
+    if recent_per_hour is None:
+        lines.append("No comparison has finished on this server yet, so there is no measured capacity.")
+    else:
+        lines.append(f"As the class's recent comparisons ran here, with their own settings: about "
+                     f"{per_hour(recent_per_hour)} learners per hour {serving} (queue waits left out).")
+    return lines
+
+
+def per_hour(rate: float) -> str:
+    """A rate per hour as a person says it: one decimal below 10 (0.8 learners), whole numbers above."""
+    return f"{rate:.1f}" if rate < 10 else f"{rate:,.0f}"
 
 
 def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float | None) -> str:
