@@ -14,6 +14,7 @@ from trainer.measure import (
     ScaleTracker,
     _nvml_handle,
     _NvmlReader,
+    _PeakSampler,
     clock,
     device_memory_summary,
     steady_throughput,
@@ -188,6 +189,54 @@ def test_nvml_activity_in_the_timed_window_gives_the_clock_range_and_other_proce
     assert activity["other_processes"] == 1 and activity["utilization_mean_pct"] == 90
     assert (activity["sm_clock_min_mhz"], activity["sm_clock_max_mhz"]) == (1400, 1980)
     assert reader.activity(0.0, start - 1) is None  # no sample in that window
+
+
+def test_a_gpu_waiting_for_data_lowers_its_clock_without_counting_as_throttled():
+    nvml = FakeNvml(processes=[(100, 700 * MIB)])
+    nvml.NVML_CLOCK_SM = 1
+    samples = iter([(1980, 97), (345, 5), (1965, 92)])  # computing, waiting for its next batch, computing
+    current = {}
+    nvml.nvmlDeviceGetClockInfo = lambda handle, kind: current["clock"]
+    nvml.nvmlDeviceGetUtilizationRates = lambda handle: SimpleNamespace(gpu=current["util"])
+    reader = _NvmlReader(nvml, ("uuid", "GPU-aaaa"), pid=100)
+    start = time.perf_counter()
+    for clock_mhz, util in samples:
+        current.update(clock=clock_mhz, util=util)
+        reader.read()
+    activity = reader.activity(start, time.perf_counter())
+    assert (activity["sm_clock_min_mhz"], activity["sm_clock_max_mhz"]) == (1965, 1980)  # the idle 345 left out
+    assert activity["slowdown_samples"] is None  # this fake NVML cannot say why a clock is low
+
+
+def test_nvml_clock_reasons_count_only_power_and_heat():
+    nvml = FakeNvml(processes=[(100, 700 * MIB)])
+    reasons = iter([0x1, 0x4, 0x0, 0x40])  # idle, software power cap, none, hardware thermal slowdown
+    nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda handle: next(reasons)
+    reader = _NvmlReader(nvml, ("uuid", "GPU-aaaa"), pid=100)
+    start = time.perf_counter()
+    for _ in range(4):
+        reader.read()
+    activity = reader.activity(start, time.perf_counter())
+    assert activity["samples"] == 4 and activity["slowdown_samples"] == 2
+
+
+def test_a_memory_reading_that_fails_mid_run_keeps_the_peak_so_far():
+    readings = iter([100, 300])
+
+    def read():
+        value = next(readings, None)
+        if value is None:
+            raise RuntimeError("NVML_ERROR_UNKNOWN")
+        return value
+
+    sampler = _PeakSampler(read, interval=0.001)  # reads 100
+    sampler.start()
+    deadline = time.monotonic() + 10
+    while sampler.failed is None and time.monotonic() < deadline:  # the thread reads 300, then fails
+        time.sleep(0.005)
+    assert sampler.failed == "RuntimeError: NVML_ERROR_UNKNOWN"
+    assert sampler.is_alive()  # a failed reading does not end the sampling
+    assert sampler.stop() == 300  # nor does the last one, at the end of the run: the peak so far stands
 
 
 def test_nvml_activity_without_clock_calls_still_counts_processes():

@@ -58,6 +58,15 @@ def test_gpu_neighbours_and_throttling_are_reasons():
     assert assess([100.0] * 3, QUIET_CPU, steady_gpu, window_s=2.0)["verdict"] == "steady"
 
 
+def test_nvml_reasons_decide_whether_a_lower_clock_is_throttling():
+    dipped = {"samples": 40, "other_processes": 0, "sm_clock_min_mhz": 1200, "sm_clock_max_mhz": 1980}
+    # NVML gave no power or heat reason in any sample: the lower clock was something else (an idle moment).
+    assert assess([100.0] * 3, QUIET_CPU, {**dipped, "slowdown_samples": 0}, window_s=2.0)["verdict"] == "steady"
+    (reason,) = assess([100.0] * 3, QUIET_CPU, {**dipped, "slowdown_samples": 3}, window_s=2.0)["reasons"]
+    assert reason == ("the GPU held its clock down for power or heat in 3 of 40 samples during the run "
+                      "(SM clock 1980 to 1200 MHz while busy)")
+
+
 def test_the_monitor_reads_this_machines_counters():
     monitor = TimingMonitor()
     assert monitor.record() is None  # never left warm-up

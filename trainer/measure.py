@@ -103,17 +103,25 @@ class _PeakSampler(threading.Thread):
         self._read = read
         self._interval = interval
         self._stop_event = threading.Event()
+        self.failed: str | None = None  # the last failed reading, if any
         self.peak = read()
 
     def run(self) -> None:
         while not self._stop_event.wait(self._interval):
-            self.peak = max(self.peak, self._read())
+            self._sample()
 
     def stop(self) -> int:
         self._stop_event.set()
         self.join()
-        self.peak = max(self.peak, self._read())
+        self._sample()
         return self.peak
+
+    def _sample(self) -> None:
+        # A reading that fails (NVML can, now and then) keeps the peak so far: the run's result must not be lost.
+        try:
+            self.peak = max(self.peak, self._read())
+        except Exception as error:  # noqa: BLE001 (any reader's error; it is recorded, not raised)
+            self.failed = f"{type(error).__name__}: {error}"
 
 
 class MemoryMonitor:
@@ -162,6 +170,9 @@ class MemoryMonitor:
         if self._nvml is not None:
             peaks[self._nvml_reader.label] = int(self._nvml.stop())
             self.warnings.extend(self._nvml_reader.warnings())
+            if self._nvml.failed:
+                self.warnings.append(f"NVML failed to answer during the run ({self._nvml.failed}): the nvidia-smi "
+                                     "figure is the peak of the readings before that")
             self._nvml = None
         return peaks
 
@@ -188,6 +199,13 @@ class MemoryMonitor:
         return sampler
 
 
+# NVML's clock event reasons that mean power or heat held the clocks down (nvml.h, nvmlClocksEventReason*): software
+# power cap 0x4, hardware slowdown 0x8, software thermal 0x20, hardware thermal 0x40, power brake 0x80. Idle (0x1),
+# application clock settings and sync boost are not a disturbance of the run.
+NVML_SLOWDOWN_REASONS = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
+BUSY_UTILIZATION_PCT = 80  # a sample at or above this GPU utilisation counts as computing
+
+
 class _NvmlReader:
     """GPU memory as nvidia-smi sees it: this process's own use where NVML lists the process (the CUDA context
     included), else the whole device's (v2: without the driver's reserve). Notes other compute processes."""
@@ -195,13 +213,15 @@ class _NvmlReader:
     def __init__(self, pynvml, handle, pid: int):
         self._pynvml, self._handle, self._pid = pynvml, handle, pid
         self._seen: set[int] = set()
-        self._samples: list[tuple[float, int | None, int | None, frozenset]] = []  # time, SM MHz, util %, pids
+        # time, SM MHz, utilisation %, power/heat slowdown (None: NVML cannot say), pids
+        self._samples: list[tuple[float, int | None, int | None, bool | None, frozenset]] = []
         self.per_process = self._own_use(self._processes()) is not None
         self.label = "nvml_process_used" if self.per_process else "nvml_device_used"
 
     def read(self) -> int:
         processes = self._processes()
-        self._samples.append((time.perf_counter(), *self._clock_and_utilization(), frozenset(p.pid for p in processes)))
+        self._samples.append((time.perf_counter(), *self._clock_and_utilization(), self._slowed_down(),
+                              frozenset(p.pid for p in processes)))
         if self.per_process:
             return self._own_use(processes) or 0
         version = getattr(self._pynvml, "nvmlMemory_v2", None)
@@ -223,13 +243,18 @@ class _NvmlReader:
         return notes
 
     def activity(self, start: float, end: float) -> dict | None:
-        """SM clock range, mean utilisation and other compute processes over the samples taken in [start, end]."""
+        """Over the samples taken in [start, end]: the SM clock range while the GPU was busy, mean utilisation, how
+        many samples NVML said were slowed for power or heat, and other compute processes."""
         window = [sample for sample in self._samples if start <= sample[0] <= end]
         if not window:
             return None
-        clocks = [s[1] for s in window if s[1]]
         utils = [s[2] for s in window if s[2] is not None]
-        pids = frozenset().union(*(s[3] for s in window))
+        # A GPU waiting for its next batch lowers its clock by itself (an idle H200 sits near 345 MHz against
+        # 1980 under load): only busy samples say whether the clock held up while it computed.
+        busy = [s for s in window if s[2] is None or s[2] >= BUSY_UTILIZATION_PCT]
+        clocks = [s[1] for s in busy if s[1]]
+        slowdowns = [s[3] for s in window if s[3] is not None]
+        pids = frozenset().union(*(s[4] for s in window))
         others = len(pids - {self._pid}) if self.per_process else max(0, len(pids) - 1)
         return {
             "samples": len(window),
@@ -237,7 +262,18 @@ class _NvmlReader:
             "sm_clock_min_mhz": min(clocks) if clocks else None,
             "sm_clock_max_mhz": max(clocks) if clocks else None,
             "utilization_mean_pct": round(sum(utils) / len(utils), 1) if utils else None,
+            "slowdown_samples": sum(slowdowns) if slowdowns else None,
         }
+
+    def _slowed_down(self) -> bool | None:
+        """Whether NVML gives power or heat as a reason the clocks are below their maximum now; None where it cannot
+        say (an old driver, a fake). An idle GPU's lower clock is not among these reasons."""
+        read = (getattr(self._pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                or getattr(self._pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        try:
+            return bool(read(self._handle) & NVML_SLOWDOWN_REASONS) if read else None
+        except Exception:  # not supported on this GPU or driver
+            return None
 
     def _clock_and_utilization(self) -> tuple[int | None, int | None]:
         try:

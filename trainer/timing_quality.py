@@ -27,7 +27,9 @@ NOISY_CV = 0.25  # per-interval throughput spread (std / mean) above which a run
 NOISY_OTHER_CPU = 0.15  # share of all cores' time that other processes used during the timed window
 NOISY_STEAL = 0.05  # share of the cores' time the hypervisor gave to other virtual machines
 MIN_WINDOW_S = 0.3  # /proc/stat counts in 10 ms ticks: a shorter window says nothing about other processes
-GPU_CLOCK_DROP = 0.9  # SM clock below this share of its highest reading in the window: throttled
+# Where NVML cannot say why a clock is low: a busy GPU's SM clock below this share of its highest busy reading in the
+# window is taken as throttling (idle samples are left out: a GPU lowers its clock while it waits for data).
+GPU_CLOCK_DROP = 0.9
 
 
 def interval_steps(steps_after_warmup: int, log_every: int) -> int:
@@ -189,9 +191,15 @@ def _gpu_reasons(gpu: dict) -> list[str]:
             f"{gpu['other_processes']} other process(es) computed on the same GPU while this run was timed"
         )
     low, high = gpu.get("sm_clock_min_mhz"), gpu.get("sm_clock_max_mhz")
-    if low and high and low < GPU_CLOCK_DROP * high:
+    clocks = f" (SM clock {high:.0f} to {low:.0f} MHz while busy)" if low and high else ""
+    slowdowns = gpu.get("slowdown_samples")
+    if slowdowns is not None:  # NVML said why the clock was low in each sample: only power and heat count
+        if slowdowns:
+            reasons.append(f"the GPU held its clock down for power or heat in {slowdowns} of {gpu.get('samples')} "
+                           f"samples during the run{clocks}")
+    elif low and high and low < GPU_CLOCK_DROP * high:  # no reasons from NVML: a busy GPU's clock fell
         reasons.append(
-            f"the GPU's SM clock fell from {high:.0f} to {low:.0f} MHz during the run (power or heat throttling)"
+            f"the GPU's SM clock fell from {high:.0f} to {low:.0f} MHz while it computed (power or heat throttling)"
         )
     return reasons
 
