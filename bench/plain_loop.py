@@ -16,6 +16,7 @@ from trainer import host_malloc
 from trainer.images import ImageSplit
 from trainer.loaders import make_loader
 from trainer.model import SimpleCNN
+from trainer.precision import set_tf32
 
 # mode -> (autocast dtype or None, GradScaler enabled); the scaler matters only for fp16's narrow range.
 PLAIN_MODES = {
@@ -76,9 +77,10 @@ def train_plain(
     if tune_malloc:
         host_malloc.tune_for_training()  # the same process setting the trainer uses on the CPU
     if device.type == "cuda":
-        # fp32 means true fp32 here, as in the trainer; autocast modes do not use TF32 either way.
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
+        # fp32 means strict fp32 here, as the trainer's fp32 does (the lab's script as written leaves cuDNN's TF32
+        # on: on an Ampere-or-newer GPU the GPU kit's fp32-default row is that baseline). The trainer's switch
+        # setter uses whichever TF32 API this torch has (the allow_tf32 flags are deprecated from 2.9).
+        set_tf32(False)
 
     torch.manual_seed(seed)
     model = SimpleCNN().to(device)
