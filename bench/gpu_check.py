@@ -30,7 +30,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from bench.run_bench import Row, format_table, format_targets
-from server.batch_probe import probe_max_batch
+from server.batch_probe import PROBE_CEILING, PROBE_START, probe_max_batch
 from trainer.child_process import REPO_ROOT, ChildProcessError
 from trainer.config import PRECISIONS, RunConfig
 from trainer.errors import CancelledError, TrainerError
@@ -79,7 +79,7 @@ class Plan:
 
 
 def make_plan(quick: bool, device_type: str) -> Plan:
-    """The full plan (lab sizes, about 7 minutes of an H200 by docs/gpu-check.md's estimate) or the quick one."""
+    """The full plan (lab sizes, about 6 minutes of an H200 by docs/gpu-check.md's estimate) or the quick one."""
     on_gpu = device_type == "cuda"
     # fp16 is the mode with a real GradScaler on Tensor Cores; on a CPU it is tens of times slower, so bf16 there.
     amp = "amp-fp16" if on_gpu else "amp-bf16"
@@ -525,10 +525,11 @@ def _md_lab(data: dict) -> list[str]:
          f"first {s['warmup_steps']} step(s) left out of images/s, each run `python -m trainer run` in a fresh "
          "process. Speedup: fp32's total time over this run's, same loader; \"vs fp32-default\" over the lab's "
          "baseline as its script runs (fp32 as PyTorch defaults). TF32 conv/matmul: the switches the run recorded "
-         "(CUDA's switches: on a CPU they change nothing)."),
+         "(CUDA's switches: on a CPU they change nothing). nvidia-smi: this process's use where NVML lists it, else "
+         "the whole GPU's."),
         "",
         ("| mode | loader | status | total time | images/s | vs fp32 | vs fp32-default | TF32 conv/matmul "
-         "| PyTorch allocated | PyTorch reserved | device used (NVML) | RSS growth | accuracy | skipped steps |"),
+         "| PyTorch allocated | PyTorch reserved | nvidia-smi (NVML) | RSS growth | accuracy | skipped steps |"),
         "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in data["rows"]:
@@ -543,7 +544,7 @@ def _md_lab(data: dict) -> list[str]:
             f"| {r['precision']} | {r['loader']} | ok | {r['total_time_s']:.1f} s | {_num(r['steady_images_per_s'])} "
             f"| {speed} | {lab_speed} | {_tf32(r.get('tf32_flags') or {})} "
             f"| {_mib(mem.get('torch_max_allocated'))} | {_mib(mem.get('torch_max_reserved'))} "
-            f"| {_mib(mem.get('nvml_device_used'))} | {_mib(mem.get('process_rss_growth'))} "
+            f"| {_mib(_nvml_figure(mem))} | {_mib(mem.get('process_rss_growth'))} "
             f"| {_pct(r['test_accuracy'])} | {r['skipped_steps']} |"
         )
     return lines
@@ -553,12 +554,12 @@ def _md_memory(data: dict) -> list[str]:
     if not data:
         return []
     probe = data.get("largest_batch", {})
-    lines = [f"Largest batch per precision (doubling from 256, then bisection, at most 16,384; each try two steps "
-             f"in a fresh process): {probe.get('status')}" + (f", {probe['reason']}" if probe.get("reason") else ""),
-             ""]
+    lines = [f"Largest batch per precision (the search's ceiling of {PROBE_CEILING:,} first, then doubling from "
+             f"{PROBE_START}, then bisection; each try two steps in a fresh process): {probe.get('status')}"
+             + (f", {probe['reason']}" if probe.get("reason") else ""), ""]
     if probe.get("batch"):
         lines += ["| mode | largest batch |", "|---|---:|"]
-        lines += [f"| {p} | {'-' if b is None else f'{b:,}'} |" for p, b in probe["batch"].items()]
+        lines += [f"| {p} | {_largest(b)} |" for p, b in probe["batch"].items()]
         lines.append("")
     lines += [f"- {p}: {_cell(n)}" for p, n in probe.get("notes", {}).items()]
     lines += ["", f"Memory per precision ({data.get('memory_source')}):", ""]
@@ -570,6 +571,18 @@ def _md_memory(data: dict) -> list[str]:
     page = data.get("memory_page", {})
     lines += ["", f"Memory page components: {page.get('status')}, {page.get('reason')}."]
     return lines
+
+
+def _nvml_figure(memory: dict) -> int | None:
+    """nvidia-smi's figure for a run: its own process's use where NVML lists processes, else the whole device's."""
+    return memory.get("nvml_process_used", memory.get("nvml_device_used"))
+
+
+def _largest(batch: int | None) -> str:
+    """A found batch; one at the ceiling fitted there, and the real limit may be higher."""
+    if batch is None:
+        return "-"
+    return f"at least {batch:,} (the ceiling)" if batch >= PROBE_CEILING else f"{batch:,}"
 
 
 def _md_bench(data: dict) -> list[str]:

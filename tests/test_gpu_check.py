@@ -24,6 +24,7 @@ from bench.gpu_check import (
     STEPS,
     Kit,
     _md_memory,
+    _nvml_figure,
     main,
     make_plan,
     read_junit,
@@ -172,7 +173,13 @@ def test_the_gpu_only_largest_batch_step_records_each_precision(tmp_path, monkey
     assert (status, probe["status"]) == ("failed", "failed")
     assert probe["batch"] == {"fp32": 16384, "amp-fp16": None}
     assert probe["notes"]["amp-bf16"] == "amp-bf16 needs native bfloat16" and "boom" in reason
-    assert "| fp32 | 16,384 |" in "\n".join(_md_memory(record.data))
+    assert "| fp32 | at least 16,384 (the ceiling) |" in "\n".join(_md_memory(record.data))  # the limit may be higher
+
+
+def test_the_nvidia_smi_column_takes_the_process_figure_or_else_the_devices():
+    assert _nvml_figure({"nvml_process_used": 700, "torch_max_allocated": 100}) == 700
+    assert _nvml_figure({"nvml_device_used": 900}) == 900
+    assert _nvml_figure({"process_rss_growth": 50}) is None  # a CPU run
 
 
 def test_tf32_defaults_are_read_without_setting_anything():

@@ -25,6 +25,9 @@ def test_largest_fitting_is_bounded_and_close(limit):
     assert len(tries) <= 12
     assert found <= limit and found <= 16384
     assert found >= min(limit, 16384) * 0.96 or found == limit
+    assert tries[0] == 16384  # the ceiling first: on a large GPU one try answers
+    if limit >= 16384:
+        assert tries == [16384]
 
 
 def test_probe_needs_a_gpu():
