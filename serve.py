@@ -6,11 +6,20 @@ names, the narrow layout) and /run says "Page not found". No configuration optio
 behind it is set here, before the server takes its first session.
 """
 
+import os
 import sys
 from pathlib import Path
 
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.web import cli
+# Before torch is imported anywhere in the server: torch.cuda.is_available() asks NVML instead of initialising the
+# CUDA driver in the Streamlit process (the server only lists GPUs; its jobs' children use them), and CUDA numbers
+# GPUs in PCI order as NVML and nvidia-smi do, so an instructor's CUDA_VISIBLE_DEVICES=0,1 means nvidia-smi's 0 and 1
+# (CUDA's default order is fastest first). Both pass on to the children, which pin their GPU by UUID anyway.
+SERVER_ENVIRONMENT = {"PYTORCH_NVML_BASED_CUDA_CHECK": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+for name, value in SERVER_ENVIRONMENT.items():
+    os.environ.setdefault(name, value)
+
+from streamlit.runtime.pages_manager import PagesManager  # noqa: E402 (after the environment above)
+from streamlit.web import cli  # noqa: E402
 
 APP = Path(__file__).resolve().parent / "app.py"
 

@@ -154,6 +154,12 @@ def test_nvml_falls_back_to_the_index_only_where_cuda_numbers_gpus_as_nvml_does(
     monkeypatch.delenv("CUDA_DEVICE_ORDER")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     assert _nvml_handle(FakeNvml(["GPU-only"]), "aaaa", 0) == ("index", 0)  # one GPU: no order to get wrong
+    # A job pinned by UUID (as the server pins them) whose UUID NVML does not know: CUDA's device 0 is that GPU,
+    # NVML's index 0 may be another, so no index is guessed.
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-zzzz")
+    with pytest.raises(LookupError):
+        _nvml_handle(nvml, "aaaa", 0)
 
 
 def test_nvml_reports_this_process_and_warns_about_others():

@@ -33,3 +33,22 @@ def test_without_nvml_one_unpinned_worker_unless_gpus_were_asked_for():
     assert (slot.label, slot.env) == ("cuda", {})
     with pytest.raises(ConfigError, match="gpus setting cannot be applied"):
         server_slots("cuda", [0], find=broken)
+
+
+def test_the_server_lists_gpus_without_initialising_cuda_and_numbers_them_as_nvidia_smi():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    probe = ("import os, sys, serve; print(os.environ['PYTORCH_NVML_BASED_CUDA_CHECK'], os.environ['CUDA_DEVICE_ORDER'], "
+             "'torch' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTORCH_NVML_BASED_CUDA_CHECK", "CUDA_DEVICE_ORDER")}
+    root = Path(__file__).resolve().parents[1]
+
+    def serve_sets(extra: dict) -> str:
+        return subprocess.run([sys.executable, "-c", probe], cwd=root, env={**env, **extra}, capture_output=True,
+                              text=True, check=True, timeout=60).stdout.strip()
+
+    assert serve_sets({}) == "1 PCI_BUS_ID False"  # set before torch was imported
+    assert serve_sets({"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}) == "1 FASTEST_FIRST False"  # an operator's own wins

@@ -333,17 +333,22 @@ def _nvml_handle(pynvml, cuda_uuid: str, cuda_index: int):
         except pynvml.NVMLError:
             pass
     # NVML numbers GPUs in PCI bus order; CUDA does so only when CUDA_DEVICE_ORDER says so (default: fastest first).
-    if os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID" or pynvml.nvmlDeviceGetCount() == 1:
-        return pynvml.nvmlDeviceGetHandleByIndex(_physical_index(cuda_index))
+    physical = _physical_index(cuda_index)
+    if physical is not None and (os.environ.get("CUDA_DEVICE_ORDER") == "PCI_BUS_ID"
+                                 or pynvml.nvmlDeviceGetCount() == 1):
+        return pynvml.nvmlDeviceGetHandleByIndex(physical)
     raise LookupError(f"NVML has no GPU with CUDA device {cuda_index}'s UUID, and the two number GPUs differently")
 
 
-def _physical_index(index: int) -> int:
-    """NVML numbers GPUs physically; map through CUDA_VISIBLE_DEVICES when it lists plain indices."""
+def _physical_index(index: int) -> int | None:
+    """NVML numbers GPUs physically; map through CUDA_VISIBLE_DEVICES when it lists plain indices. None where it
+    names this device by UUID (as the server pins its jobs): the UUID lookup above is then the only safe one, since
+    CUDA's device 0 is that GPU and NVML's index 0 may be another."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
-    if visible != [""] and index < len(visible) and visible[index].strip().isdigit():
-        return int(visible[index])
-    return index
+    if visible == [""] or index >= len(visible):
+        return index
+    entry = visible[index].strip()
+    return int(entry) if entry.isdigit() else None
 
 
 def device_memory_summary(device: torch.device) -> str:
