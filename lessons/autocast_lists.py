@@ -173,10 +173,11 @@ def ops_in(policies: list[OpPolicy], category: str) -> list[str]:
     return [p.op for p in policies if p.category == category]
 
 
-def classify_isolated(device: str, timeout_s: float = 300) -> list[OpPolicy]:
-    """classify() in a short-lived child process, so a long-lived server never holds a CUDA context."""
+def classify_isolated(device: str, timeout_s: float = 300, env: dict[str, str] | None = None) -> list[OpPolicy]:
+    """classify() in a short-lived child process, so a long-lived server never holds a CUDA context (`env` pins
+    the child's GPU)."""
     try:
-        rows = run_python_json(["-m", "lessons.autocast_lists", "--device", device], timeout_s=timeout_s)
+        rows = run_python_json(["-m", "lessons.autocast_lists", "--device", device], timeout_s=timeout_s, env=env)
     except ChildProcessError as err:
         raise TrainerError(f"reading autocast's lists on {device} failed ({err})") from None
     return [OpPolicy(**row) for row in rows]

@@ -135,11 +135,13 @@ def trace_all(device: torch.device | str = "cpu", batch_size: int = 8) -> list[A
     return [trace_dtypes(mode, device, batch_size) for mode in available_modes(device)]
 
 
-def trace_all_isolated(device: str, batch_size: int = 8, timeout_s: float = 300) -> list[AutocastTrace]:
-    """trace_all in a short-lived child process, so a long-lived server never holds a CUDA context of its own."""
+def trace_all_isolated(device: str, batch_size: int = 8, timeout_s: float = 300,
+                       env: dict[str, str] | None = None) -> list[AutocastTrace]:
+    """trace_all in a short-lived child process, so a long-lived server never holds a CUDA context of its own
+    (`env` pins the child's GPU)."""
     args = ["-m", "lessons.autocast_trace", "--device", device, "--batch-size", str(batch_size)]
     try:
-        traced = run_python_json(args, timeout_s=timeout_s)
+        traced = run_python_json(args, timeout_s=timeout_s, env=env)
     except ChildProcessError as err:
         raise TrainerError(f"the dtype trace on {device} failed ({err})") from None
     return [AutocastTrace.from_dict(item) for item in traced]

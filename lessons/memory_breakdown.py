@@ -282,11 +282,13 @@ def measure_many(precisions: Iterable[str], batch_sizes: Iterable[int], width: i
 
 
 def measure_in_fresh_process(precisions: Iterable[str], batch_sizes: Iterable[int], width: int = 1,
-                             device: str = "cpu", timeout_s: float = 300) -> list[MemoryBreakdown]:
-    """measure_many in a fresh Python, so that nothing else in the asking process is counted."""
+                             device: str = "cpu", timeout_s: float = 300,
+                             env: dict[str, str] | None = None) -> list[MemoryBreakdown]:
+    """measure_many in a fresh Python, so that nothing else in the asking process is counted (`env` pins the
+    child's GPU)."""
     args = ["-m", "lessons.memory_breakdown", "--precisions", ",".join(precisions),
             "--batch-sizes", ",".join(str(b) for b in batch_sizes), "--width", str(width), "--device", device]
-    return [MemoryBreakdown.from_dict(d) for d in run_python_json(args, timeout_s=timeout_s)]
+    return [MemoryBreakdown.from_dict(d) for d in run_python_json(args, timeout_s=timeout_s, env=env)]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,13 +24,13 @@ COLUMN_NAMES = {
 @st.cache_data(show_spinner="Running one forward and backward pass in each mode...", max_entries=4)
 def traces_for(device: str) -> list[dict]:
     # A GPU is traced in a short-lived child process, so this long-lived server holds no CUDA context.
-    traces = trace_all_isolated(device) if device == "cuda" else trace_all(device)
+    traces = trace_all_isolated(device, env=session.gpu_child_env()) if device == "cuda" else trace_all(device)
     return [trace.to_dict() for trace in traces]
 
 
 @st.cache_data(show_spinner="Running each op under autocast...", max_entries=4)
 def op_lists_for(device: str) -> list[dict]:
-    policies = classify_isolated(device) if device == "cuda" else classify(device)
+    policies = classify_isolated(device, env=session.gpu_child_env()) if device == "cuda" else classify(device)
     return [policy.to_dict() for policy in policies]
 
 

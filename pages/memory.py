@@ -17,7 +17,8 @@ RESERVE = "allocator's cache (reserved, unused)"
 
 @st.cache_data(show_spinner="Measuring one training step in each mode, in a fresh Python...", max_entries=16)
 def breakdowns(device: str, precisions: tuple[str, ...], batch_sizes: tuple[int, ...]) -> list[dict]:
-    return [b.to_dict() for b in measure_in_fresh_process(precisions, batch_sizes, device=device)]
+    env = session.gpu_child_env() if device == "cuda" else None
+    return [b.to_dict() for b in measure_in_fresh_process(precisions, batch_sizes, device=device, env=env)]
 
 
 def mb(nbytes: float) -> str:

@@ -129,6 +129,19 @@ def test_the_gpu_is_described_by_a_child_process_so_this_one_opens_no_cuda_conte
         assert described.startswith("could not query the GPU")
 
 
+def test_a_pages_gpu_child_runs_on_a_gpu_of_the_jobs_not_cuda_device_0(monkeypatch):
+    from types import SimpleNamespace
+
+    from server.devices import Slot
+
+    # The instructor kept GPUs 0 and 1 free (gpus = [2, 3]): the page's child goes where the first worker is.
+    slots = [Slot("GPU 2", {"CUDA_VISIBLE_DEVICES": "GPU-2aaa"}), Slot("GPU 3", {"CUDA_VISIBLE_DEVICES": "GPU-3aaa"})]
+    monkeypatch.setattr(session, "get_job_manager", lambda: SimpleNamespace(slots=slots))
+    assert session.gpu_child_env() == {"CUDA_VISIBLE_DEVICES": "GPU-2aaa"}
+    monkeypatch.setattr(session, "get_job_manager", lambda: SimpleNamespace(slots=[Slot("cpu")]))
+    assert session.gpu_child_env() == {}
+
+
 # ---- the cancel link: ?cancel=<job id> on any page -----------------------------------------------------------
 
 PASSWORD = "a long classroom secret"

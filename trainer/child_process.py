@@ -7,8 +7,10 @@ own, a warning that a process prints only once, a benchmark whose every run need
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from trainer.errors import TrainerError
@@ -20,20 +22,23 @@ class ChildProcessError(TrainerError):
     """The child failed, timed out or printed no JSON; the message says which, in one line."""
 
 
-def run_python(args: list[str], input_text: str | None = None, timeout_s: float = 300) -> subprocess.CompletedProcess:
-    """`python ARGS` from the repository root, output captured as text; raises ChildProcessError on a timeout."""
+def run_python(args: list[str], input_text: str | None = None, timeout_s: float = 300,
+               env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`python ARGS` from the repository root, output captured as text; raises ChildProcessError on a timeout.
+    `env` adds to (or overrides) this process's environment, e.g. CUDA_VISIBLE_DEVICES to pin the child's GPU."""
     try:
         return subprocess.run(
             [sys.executable, *args], input=input_text, capture_output=True, text=True, cwd=REPO_ROOT,
-            timeout=timeout_s,
+            timeout=timeout_s, env={**os.environ, **env} if env else None,
         )
     except subprocess.TimeoutExpired:
         raise ChildProcessError(f"timed out after {timeout_s:.0f} s") from None
 
 
-def run_python_json(args: list[str], input_text: str | None = None, timeout_s: float = 300):
+def run_python_json(args: list[str], input_text: str | None = None, timeout_s: float = 300,
+                    env: Mapping[str, str] | None = None):
     """The JSON value on the last line a fresh `python ARGS` printed; ChildProcessError when there is none."""
-    done = run_python(args, input_text, timeout_s)
+    done = run_python(args, input_text, timeout_s, env)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]

@@ -58,13 +58,14 @@ def _job_manager_for(environment: tuple[tuple[str, str], ...]) -> JobManager:
 
 
 @st.cache_resource(show_spinner=False)
-def _hardware_for(device_type: str) -> HardwareReport:
+def _hardware_for(device_type: str, child_env: tuple[tuple[str, str], ...] = ()) -> HardwareReport:
     if device_type != "cuda":
         return hardware_report("cpu")
     # Asking CUDA about the GPU opens a CUDA context (hundreds of MB of GPU memory) that would stay in this
-    # long-lived process and inflate every run's nvidia-smi figure: a short-lived child asks instead.
+    # long-lived process and inflate every run's nvidia-smi figure: a short-lived child asks instead, on a GPU the
+    # jobs run on.
     try:
-        return HardwareReport.from_dict(run_python_json(["-c", _HARDWARE_CHILD]))
+        return HardwareReport.from_dict(run_python_json(["-c", _HARDWARE_CHILD], env=dict(child_env)))
     except ChildProcessError as err:
         raise TrainerError(f"could not query the GPU ({err}); check the NVIDIA driver") from None
 
@@ -122,6 +123,14 @@ def my_jobs() -> list[JobView]:
 def unseen_gpu() -> str | None:
     """One line when the driver sees a GPU this PyTorch cannot use (read once per process, no CUDA context)."""
     return unseen_gpu_note()
+
+
+def gpu_child_env() -> dict[str, str]:
+    """Where a page's short-lived GPU child (autocast trace, memory breakdown, hardware report) runs: pinned to
+    the first of the GPUs this server's jobs use, as a job's child is, rather than to CUDA's device 0, which may
+    be a GPU the instructor's `gpus` setting keeps free."""
+    slots = get_job_manager().slots
+    return dict(slots[0].env) if slots else {}
 
 
 def gpu_is_idle() -> bool:
@@ -237,7 +246,8 @@ def _instructor_sign_in() -> None:
 def hardware() -> HardwareReport:
     """What the device the jobs run on offers for mixed precision (read once per process)."""
     device_type = get_job_manager().device_type
-    return _or_stop(lambda: _hardware_for(device_type))
+    child_env = tuple(sorted(gpu_child_env().items())) if device_type == "cuda" else ()
+    return _or_stop(lambda: _hardware_for(device_type, child_env))
 
 
 # ---- values a learner (or a crafted link) can set --------------------------------------------------------
