@@ -488,9 +488,14 @@ def _md_environment(data: dict) -> list[str]:
     env = data.get("environment", {})
     nvml = data.get("nvml", {})
     gpus = nvml.get("gpus") or [{}]
+    # NVML's entry for torch's device 0, found by UUID: under CUDA_VISIBLE_DEVICES NVML's first GPU may be another.
+    torch_uuid = data.get("gpu_uuid") or ""
+    same = next((gpu for gpu in gpus if torch_uuid and torch_uuid in str(gpu.get("uuid", ""))), None)
     rows = [
         ("device", env.get("device_name") or data.get("gpu_name") or data.get("device_type")),
-        ("GPU UUID (torch / NVML)", f"{data.get('gpu_uuid')} / {gpus[0].get('uuid')}"),
+        ("GPU UUID (torch / NVML)", f"{data.get('gpu_uuid')} / " + (
+            same["uuid"] if same else f"no NVML GPU with that UUID (NVML's first: {gpus[0].get('uuid')})"
+            if torch_uuid else str(gpus[0].get("uuid")))),
         ("compute capability", env.get("compute_capability")),
         ("driver (NVML)", nvml.get("driver_version", nvml.get("error"))),
         ("torch / CUDA / cuDNN", " / ".join(str(v) for v in (data.get("torch_version"), data.get("cuda_version"),

@@ -23,6 +23,7 @@ from bench.gpu_check import (
     NO_GPU,
     STEPS,
     Kit,
+    _md_environment,
     _md_memory,
     _nvml_figure,
     main,
@@ -174,6 +175,15 @@ def test_the_gpu_only_largest_batch_step_records_each_precision(tmp_path, monkey
     assert probe["batch"] == {"fp32": 16384, "amp-fp16": None}
     assert probe["notes"]["amp-bf16"] == "amp-bf16 needs native bfloat16" and "boom" in reason
     assert "| fp32 | at least 16,384 (the ceiling) |" in "\n".join(_md_memory(record.data))  # the limit may be higher
+
+
+def test_the_environment_table_sets_torchs_gpu_beside_nvmls_entry_for_the_same_uuid():
+    # Pinned to the second GPU: torch's device 0 is NVML's GPU 1.
+    data = {"gpu_uuid": "bbbb-2222", "nvml": {"gpus": [{"uuid": "GPU-aaaa-1111"}, {"uuid": "GPU-bbbb-2222"}]}}
+    assert "| GPU UUID (torch / NVML) | bbbb-2222 / GPU-bbbb-2222 |" in _md_environment(data)
+    data["nvml"]["gpus"].pop()
+    assert ("| GPU UUID (torch / NVML) | bbbb-2222 / no NVML GPU with that UUID (NVML's first: GPU-aaaa-1111) |"
+            in _md_environment(data))
 
 
 def test_the_nvidia_smi_column_takes_the_process_figure_or_else_the_devices():
