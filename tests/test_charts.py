@@ -129,8 +129,11 @@ def test_bar_labels_are_dark_and_names_lie_one_per_row_wrapped(runs):
                  charts.throughput_chart(runs).to_dict()["encoding"]["y"]]
     for axis in name_axes:  # names on the y axis, one row each: they cannot collide at any width
         assert axis["type"] == "nominal" and axis["axis"]["labelLimit"] == charts.LABEL_LIMIT_PX
-    # Long memory figures are broken into short lines that the axis splits; run names stay whole.
-    assert name_axes[1]["axis"]["labelExpr"] == charts.WRAPPED_LABELS and "labelExpr" not in name_axes[0]["axis"]
+    # Long memory figures are broken into short lines that the axis splits; run names break at their comma only
+    # ("AMP (bf16)" over "pair 2 of 3"), in the legends too.
+    assert name_axes[1]["axis"]["labelExpr"] == charts.WRAPPED_LABELS
+    assert name_axes[0]["axis"]["labelExpr"] == name_axes[2]["axis"]["labelExpr"] == charts.RUN_LABELS
+    assert charts.memory_chart(runs).to_dict()["encoding"]["color"]["legend"]["labelExpr"] == charts.RUN_LABELS
     assert charts.wrapped("GPU in use, all processes (nvidia-smi)").split(charts.LINE_BREAK) == [
         "GPU in use, all", "processes", "(nvidia-smi)"]
     # Charts that name every run on an axis need no legend; the others list the runs one per line.
@@ -140,6 +143,8 @@ def test_bar_labels_are_dark_and_names_lie_one_per_row_wrapped(runs):
     assert len(runs) == 2
     two, six = charts.epoch_time_chart(runs), charts.loss_chart({f"run {i}": [] for i in range(6)})
     assert six.to_dict()["height"] - two.to_dict()["height"] == 4 * charts.LEGEND_ENTRY_PX
+    pairs = charts.loss_chart({f"FP32, pair {i} of 6": [] for i in range(6)})  # two lines an entry: taller still
+    assert pairs.to_dict()["height"] > six.to_dict()["height"]
 
 
 def test_loss_chart_takes_live_points_and_an_empty_run():

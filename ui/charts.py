@@ -58,6 +58,10 @@ def precision_scale(precisions: Iterable[str]) -> alt.Scale:
 # lines of at most WRAP_CHARS characters, split on LINE_BREAK by the axis.
 LINE_BREAK = "|"
 WRAPPED_LABELS = f"split(datum.label, '{LINE_BREAK}')"
+# A run's name breaks into lines at its comma on an axis and in a legend ("AMP (bf16)" over "pair 2 of 3"): whole,
+# a repeated pair's name took a half-width chart's room from its bars and ran out of the chart in its legend.
+RUN_NAME_BREAK = ", "
+RUN_LABELS = f"split(datum.label, '{RUN_NAME_BREAK}')"
 WRAP_CHARS = 16
 LABEL_LIMIT_PX = 120
 LABEL_COLOUR = "#262730"  # Streamlit's text colour: a bar's label stays readable whatever the bar's colour
@@ -66,8 +70,9 @@ TEXT_ROOM = 2.0
 
 
 def _run_legend() -> alt.Legend:
-    """The runs one per line below the chart: a legend in a row above it was cut off after three runs at 800 px."""
-    return alt.Legend(orient="bottom", columns=1)
+    """The runs one per line below the chart (a legend in a row above it was cut off after three runs at 800 px),
+    a repeated pair's name on two lines."""
+    return alt.Legend(orient="bottom", columns=1, labelExpr=RUN_LABELS)
 
 
 def _color(precisions: Mapping[str, str] | Sequence[str], legend: bool = True) -> alt.Color:
@@ -98,29 +103,39 @@ PLOT_PX = 300  # a line chart's plot with its title and axes
 FRAME_PX = 110
 
 
-def _rows_height(names: Sequence[str], bars_per_row: int = 1, legend_entries: int = 0) -> int:
-    """Height of a horizontal bar chart with a row per name: each row tall enough for its wrapped name and its
-    bars, plus the chart's frame and a legend below it (Vega-Lite's 20 px a row, with the frame inside the height
-    Streamlit gives it, squeezed the rows until the names lay on top of each other)."""
-    lines = max((len(str(name).split(LINE_BREAK)) for name in names), default=1)
+def _lines(name: str, separator: str) -> int:
+    return len(str(name).split(separator))
+
+
+def _rows_height(names: Sequence[str], bars_per_row: int = 1, legend: Sequence[str] = (),
+                 separator: str = RUN_NAME_BREAK) -> int:
+    """Height of a horizontal bar chart with a row per name: each row tall enough for its name (split into lines
+    at `separator`, as its axis splits it) and its bars, plus the chart's frame and a legend of `legend` below it
+    (Vega-Lite's 20 px a row, with the frame inside the height Streamlit gives it, squeezed the rows until the
+    names lay on top of each other)."""
+    lines = max((_lines(name, separator) for name in names), default=1)
     rows = max(1, len(names)) * max(ROW_PX, lines * LINE_PX + 10, bars_per_row * BAR_PX)
-    return FRAME_PX + rows + _legend_height(legend_entries)
+    return FRAME_PX + rows + _legend_height(legend)
 
 
-def _legend_height(entries: int) -> int:
-    """Height a legend below the chart takes out of the chart's own (nothing without entries)."""
-    return LEGEND_PX + entries * LEGEND_ENTRY_PX if entries else 0
+def _legend_height(entries: Sequence[str]) -> int:
+    """Height a legend of runs below the chart takes out of the chart's own (nothing without entries): an entry
+    per run, a repeated pair's name on two lines."""
+    if not entries:
+        return 0
+    return LEGEND_PX + sum(max(LEGEND_ENTRY_PX, _lines(entry, RUN_NAME_BREAK) * LINE_PX + 4) for entry in entries)
 
 
 def _with_legend_height(labels: Sequence[str]) -> int:
     """Height of a line chart with a legend of `labels` below it: the plot keeps PLOT_PX whatever the legend's
     length (Streamlit fits the legend inside the chart's height, so six runs' legend squeezed the plot)."""
-    return PLOT_PX + _legend_height(len(labels))
+    return PLOT_PX + _legend_height(labels)
 
 
 def _name_axis(field: str, names: Sequence[str], wrap: bool = False) -> alt.Y:
-    """The names of a horizontal bar chart, one per row, in the order given (pre-wrapped ones split into lines)."""
-    axis = alt.Axis(labelLimit=LABEL_LIMIT_PX, labelExpr=WRAPPED_LABELS if wrap else alt.Undefined)
+    """The names of a horizontal bar chart, one per row, in the order given: pre-wrapped ones (`wrap`) split into
+    lines at LINE_BREAK, run names at their comma."""
+    axis = alt.Axis(labelLimit=LABEL_LIMIT_PX, labelExpr=WRAPPED_LABELS if wrap else RUN_LABELS)
     return alt.Y(field, title=None, sort=list(names), axis=axis)
 
 
@@ -185,7 +200,7 @@ def memory_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
             )
     frame = pd.DataFrame(rows, columns=["run", "figure", "description", "megabytes"])
     figures = list(dict.fromkeys(row["figure"] for row in rows))
-    height = _rows_height(figures, bars_per_row=len(labels), legend_entries=len(labels))
+    height = _rows_height(figures, bars_per_row=len(labels), legend=labels, separator=LINE_BREAK)
     return (
         alt.Chart(frame, title="Peak memory", height=height)
         .mark_bar()
