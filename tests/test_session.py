@@ -142,6 +142,29 @@ def test_a_pages_gpu_child_runs_on_a_gpu_of_the_jobs_not_cuda_device_0(monkeypat
     assert session.gpu_child_env() == {}
 
 
+def test_a_pages_gpu_child_waits_only_for_a_job_on_its_own_gpu(monkeypatch):
+    from types import SimpleNamespace
+
+    from server.devices import Slot
+
+    def job_on(uuid):
+        return SimpleNamespace(status="running", extras={"gpu": {"index": 0, "uuid": uuid, "name": "H200"}})
+
+    def server(slots, views):
+        monkeypatch.setattr(session, "get_job_manager", lambda: SimpleNamespace(slots=slots, queue_views=lambda: views))
+
+    gpus = [Slot("GPU 2", {"CUDA_VISIBLE_DEVICES": "GPU-2aaa"}, {"index": 2, "uuid": "GPU-2aaa", "name": "H200"}),
+            Slot("GPU 3", {"CUDA_VISIBLE_DEVICES": "GPU-3aaa"}, {"index": 3, "uuid": "GPU-3aaa", "name": "H200"})]
+    server(gpus, [job_on("GPU-3aaa"), SimpleNamespace(status="queued", extras={})])
+    assert session.gpu_is_idle()  # a job on another GPU does not hold the page back
+    server(gpus, [job_on("GPU-2aaa")])
+    assert not session.gpu_is_idle()
+    server([Slot("cuda")], [SimpleNamespace(status="running", extras={})])  # workers not pinned: any job counts
+    assert not session.gpu_is_idle()
+    server([Slot("cuda")], [])
+    assert session.gpu_is_idle()
+
+
 # ---- the cancel link: ?cancel=<job id> on any page -----------------------------------------------------------
 
 PASSWORD = "a long classroom secret"

@@ -134,8 +134,15 @@ def gpu_child_env() -> dict[str, str]:
 
 
 def gpu_is_idle() -> bool:
-    """True when no job is training on this server's devices (a GPU child outside the queue may start)."""
-    return not any(view.status == "running" for view in get_job_manager().queue_views())
+    """True when no job is training on the GPU a page's child would use (gpu_child_env's, the first worker's), so
+    a GPU child outside the queue may start there; on a server whose workers are not pinned to GPUs, when no job
+    is training at all. Jobs on the server's other GPUs do not hold the pages back."""
+    manager = get_job_manager()
+    running = [view for view in manager.queue_views() if view.status == "running"]
+    first = manager.slots[0].gpu if manager.slots else None
+    if first is None:
+        return not running
+    return not any((view.extras.get("gpu") or {}).get("uuid") == first.get("uuid") for view in running)
 
 
 def active_jobs() -> list[JobView]:
