@@ -199,7 +199,8 @@ def test_run_page_on_a_gpu_with_tf32_says_its_fp32_is_strict_and_the_labs_is_fp3
 
     ampere = HardwareReport("A100", "cuda", tensor_cores=True, native_bf16=True, cpu_bf16=False, cpu_amx=False,
                             cpu_fp16=False, recommended_amp="amp-bf16", expected_gain="", compute_capability="8.0")
-    monkeypatch.setattr(session, "_hardware_for", lambda device_type: ampere)  # the report a TF32 GPU would give
+    # The report a TF32 GPU would give (its child pinned by child_env, as on a GPU server).
+    monkeypatch.setattr(session, "_hardware_for", lambda device_type, child_env=(): ampere)
     open_page(cpu_app, "run_experiment")
     assert "fp32-default" in cpu_app.radio(key="run_amp").options
     assert tf32_note(ampere) in texts(cpu_app.caption)
