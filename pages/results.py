@@ -84,7 +84,7 @@ doubt = uncertainty(*median_pair(baselines, candidates), interval, results)
 noisy = sum(is_noisy(result.timing_quality) for result in results)
 speed, spread, timing = st.columns(3)
 speed.metric(
-    f"Speedup (median of {interval.pairs} pairs)" if interval.known else "Speedup (one pair of runs)",
+    f"Speedup ({interval.median_name} of {interval.pairs} pairs)" if interval.known else "Speedup (one pair of runs)",
     f"{interval.median:.2f}x",
     help="The baseline's training time over the compared mode's: above 1 the compared mode was faster.",
 )

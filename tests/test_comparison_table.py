@@ -35,6 +35,22 @@ def test_the_two_fp32_modes_are_told_apart():
     assert built.columns == ("Metric", "FP32", "FP32 (PyTorch defaults)", "Improvement")
 
 
+def test_a_change_that_rounds_to_nothing_claims_no_direction():
+    from trainer.comparison_table import _points, memory_change, speed_change
+
+    assert speed_change(10.0, 9.96) == speed_change(10.0, 10.049) == "about the same time (1.00x)"
+    assert speed_change(10.0, 9.9) == "1.01x faster (1% less time)"
+    assert memory_change(100.0, 100.3) == "about the same" and memory_change(100.0, 61.0) == "39% less"
+    assert _points(-0.0004) == "+0.0 points" and _points(-0.012) == "-1.2 points"
+
+
+def test_an_even_number_of_pairs_names_its_lower_median():
+    from trainer.results import SpeedupInterval
+
+    assert SpeedupInterval(1.2, 1.2, 1.5, 2).describe().startswith("1.20x, lower median of 2 alternating pairs")
+    assert SpeedupInterval(1.3, 1.2, 1.5, 3).describe().startswith("1.30x, median of 3 alternating pairs")
+
+
 def test_text_and_records_carry_the_same_cells():
     built = comparison_table(*lab_pair())
     lines = built.as_text().splitlines()

@@ -8,7 +8,20 @@ from ui.interpret import data_wait_share, differences, interpret
 def test_a_clear_speedup_is_stated_with_time_and_memory_saved():
     sentence = interpret(*lab_pair("amp-bf16"))
     assert sentence.startswith("amp-bf16 trained 1.56x as fast as fp32 (36% less time)")
-    assert "39% less memory (PyTorch allocated)" in sentence
+    assert sentence.endswith(", and its peak memory (PyTorch allocated) was 39% lower.")
+
+
+def test_the_sentence_quotes_one_fixed_memory_figure_not_the_one_that_shrank_most():
+    # PyTorch's peak fell 10%; the process's RSS growth, a much smaller figure, fell 95%: the sentence quotes the
+    # former, as the lab's claim is about what training needs (the table shows both).
+    baseline = make_result("fp32", 10.0, peak_memory={"torch_max_allocated": 1_000_000_000,
+                                                      "process_rss_growth": 2_000_000})
+    candidate = make_result("amp-fp16", 6.0, peak_memory={"torch_max_allocated": 900_000_000,
+                                                          "process_rss_growth": 100_000},
+                            environment={"device_type": "cuda", "device_name": "GPU"})
+    assert interpret(baseline, candidate).endswith("its peak memory (PyTorch allocated) was 10% lower.")
+    candidate.peak_memory["torch_max_allocated"] = 1_200_000_000
+    assert interpret(baseline, candidate).endswith(", but its peak memory (PyTorch allocated) was 20% higher.")
 
 
 def test_a_data_bound_run_points_to_the_resident_loader():
@@ -23,7 +36,8 @@ def test_little_gain_with_the_lab_dataloader_suggests_measuring_the_wait():
     baseline = make_result("fp32", 60.0, config={"loader": "dataloader"})
     candidate = make_result("amp-bf16", 59.0, config={"loader": "dataloader"})
     sentence = interpret(baseline, candidate)
-    assert sentence.startswith("amp-bf16 gains little here (1.02x) because the lab's DataLoader may be the bottleneck")
+    assert sentence.startswith("amp-bf16 makes little difference here (1.02x), probably because the lab's DataLoader "
+                               "may be the bottleneck")
 
 
 def test_little_gain_on_a_small_model_blames_the_arithmetic_per_step():
@@ -34,8 +48,15 @@ def test_little_gain_on_a_small_model_blames_the_arithmetic_per_step():
 
 def test_fp16_on_a_cpu_is_explained_and_bf16_recommended():
     sentence = interpret(make_result("fp32", 10.0), make_result("amp-fp16", 400.0))
-    assert sentence.startswith("amp-fp16 took 40.0x the fp32 time here because PyTorch has no fast fp16 kernels for this CPU")
+    assert sentence.startswith("amp-fp16 took 40.00x the fp32 time here, most likely because PyTorch has no fast fp16 "
+                               "kernels for this CPU")
     assert "use amp-bf16" in sentence
+
+
+def test_fp16_on_a_cpu_that_was_not_slower_is_not_blamed_on_slow_kernels():
+    # An AMX-FP16 CPU, say: 10 s -> 8 s is a speedup, stated as one.
+    sentence = interpret(make_result("fp32", 10.0), make_result("amp-fp16", 8.0))
+    assert sentence.startswith("amp-fp16 trained 1.25x as fast as fp32") and "no fast fp16" not in sentence
 
 
 def test_a_slower_amp_run_says_so():
@@ -93,6 +114,20 @@ def test_an_interval_that_straddles_one_is_uncertain():
     baseline, candidate = lab_pair("amp-bf16")
     sentence = interpret(baseline, candidate, SpeedupInterval(1.02, 0.91, 1.18, 3))
     assert sentence.startswith("The speedup is uncertain: over 3 alternating pairs the speedup ranged from 0.91x")
+    # Steady runs whose pairs disagree: the spread between pairs is the reason, not the machine's load.
+    assert sentence.endswith("The difference between the modes is smaller than the spread between pairs here, so the "
+                             "1.02x cannot say which is faster; more pairs or longer runs can.")
+
+
+def test_runs_too_short_or_unlike_are_uncertain_for_the_headline_too():
+    from ui.interpret import uncertainty
+
+    baseline, candidate = lab_pair("amp-bf16")
+    baseline.total_steps, candidate.total_steps = 40, 12
+    assert uncertainty(baseline, candidate) == "the runs are too short to time reliably (12 steps, mostly warm-up)"
+    assert "(12 steps)" in interpret(baseline, candidate)  # the shorter run's count, which the rule tests
+    candidate.config["batch_size"] = 128
+    assert uncertainty(baseline, candidate) == "the runs differ in more than precision (batch size)"
 
 
 def test_a_steady_repeated_speedup_is_stated_with_its_range():
@@ -160,7 +195,7 @@ def test_a_recorded_repeated_comparison_is_uncertain():
 def test_amp_bf16_slower_on_a_cpu_without_bf16_instructions_is_put_down_to_emulation():
     cpu = {"device_type": "cpu", "device_name": "AMD EPYC", "cpu_flags": []}
     sentence = interpret(make_result("fp32", 10.0, environment=cpu), make_result("amp-bf16", 80.0, environment=cpu))
-    assert sentence.startswith("amp-bf16 took 8.0x the fp32 time here because this CPU has no bf16 instructions")
+    assert sentence.startswith("amp-bf16 took 8.00x the fp32 time here because this CPU has no bf16 instructions")
     assert "a larger batch" in sentence and "larger width or batch gives it more to save" not in sentence
     amx = {**cpu, "cpu_flags": ["amx_tile", "amx_bf16"]}
     assert interpret(make_result("fp32", 10.0, environment=amx), make_result("amp-bf16", 13.0, environment=amx)

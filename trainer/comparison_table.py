@@ -45,6 +45,8 @@ def speed_change(baseline_s: float, candidate_s: float) -> str:
         return "n/a"
     ratio = baseline_s / candidate_s
     saved = 100.0 * (baseline_s - candidate_s) / baseline_s
+    if round(ratio, 2) == 1.0:  # "1.00x faster (0% less time)" would claim a direction the figures do not show
+        return "about the same time (1.00x)"
     if ratio >= 1:
         return f"{ratio:.2f}x faster ({saved:.0f}% less time)"
     return f"{1 / ratio:.2f}x slower ({-saved:.0f}% more time)"
@@ -53,7 +55,9 @@ def speed_change(baseline_s: float, candidate_s: float) -> str:
 def memory_change(baseline_bytes: float, candidate_bytes: float) -> str:
     """'39% less' or '12% more' memory than the baseline."""
     reduction = 100.0 * (baseline_bytes - candidate_bytes) / baseline_bytes if baseline_bytes else 0.0
-    return f"{reduction:.0f}% less" if reduction >= 0 else f"{-reduction:.0f}% more"
+    if round(reduction) == 0:
+        return "about the same"
+    return f"{reduction:.0f}% less" if reduction > 0 else f"{-reduction:.0f}% more"
 
 
 @dataclass
@@ -93,7 +97,7 @@ def comparison_table(
     )]
     if interval is not None and interval.known:
         rows.append((f"Speedup over {interval.pairs} alternating pairs", "", "",
-                     f"median {interval.median:.2f}x (range {interval.low:.2f}x to {interval.high:.2f}x)"))
+                     f"{interval.median_name} {interval.median:.2f}x (range {interval.low:.2f}x to {interval.high:.2f}x)"))
     if comparison.throughput_speedup is not None:
         rows.append((
             f"Throughput (images/s after {baseline.warmup_steps} warm-up steps)",
@@ -112,7 +116,7 @@ def comparison_table(
             "Test accuracy",
             f"{100 * baseline.test_accuracy:.1f}%",
             f"{100 * candidate.test_accuracy:.1f}%",
-            f"{100 * comparison.accuracy_delta:+.1f} points",
+            _points(comparison.accuracy_delta),
         ))
     if "amp-fp16" in (baseline.precision, candidate.precision):
         rows.append(("Steps skipped by the loss scaler", str(baseline.skipped_steps), str(candidate.skipped_steps),
@@ -124,6 +128,12 @@ def comparison_table(
               for reason in (r.timing_quality or {}).get("reasons", [])]
     notes += [f"warning ({r.precision}): {w}" for r in (baseline, candidate) for w in r.warnings]
     return ComparisonTable((COLUMNS_METRIC, *_column_names(baseline, candidate), COLUMNS_CHANGE), rows, notes)
+
+
+def _points(delta: float) -> str:
+    """An accuracy change in percentage points, '+0.0 points' for one that rounds to nothing (never '-0.0')."""
+    points = round(100 * delta, 1)
+    return f"{points + 0.0:+.1f} points"  # + 0.0 turns -0.0 into 0.0
 
 
 def _verdict(result: RunResult) -> str:

@@ -137,6 +137,12 @@ class SpeedupInterval:
         return self.pairs >= 2
 
     @property
+    def median_name(self) -> str:
+        """'median', or 'lower median' for an even number of pairs: the middle pair's own speedup is then the lower
+        of the two middle ones (with 2 pairs, the lower of the two), not their mean."""
+        return "median" if self.pairs % 2 else "lower median"
+
+    @property
     def straddles_one(self) -> bool:
         """The pairs disagree on which mode was faster."""
         return self.known and self.low < 1.0 < self.high
@@ -145,7 +151,8 @@ class SpeedupInterval:
         if not self.known:
             return (f"{self.median:.2f}x from one pair of runs: its spread is unknown (repeat the comparison, "
                     "e.g. compare --repeats 3, to measure it)")
-        return f"{self.median:.2f}x, median of {self.pairs} alternating pairs (range {self.low:.2f}x to {self.high:.2f}x)"
+        return (f"{self.median:.2f}x, {self.median_name} of {self.pairs} alternating pairs (range {self.low:.2f}x to "
+                f"{self.high:.2f}x)")
 
     def to_dict(self) -> dict:
         return {**asdict(self), "note": None if self.known else "one pair of runs: the interval is unknown"}

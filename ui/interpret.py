@@ -18,6 +18,11 @@ LITTLE_GAIN = 1.05  # a speedup below this is "little"
 ACCURACY_DROP = 0.05  # a fall of more than 5 accuracy points is worth a warning
 MIN_STEPS_TO_TIME = 30  # runs shorter than this are mostly warm-up
 BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16"}  # without either, a CPU emulates bf16
+# The memory figure the sentence quotes: the first of these both runs have, one fixed figure (the table shows them
+# all; quoting whichever shrank most overstated the saving). PyTorch's own peak first, as the lab's claim is about
+# what training needs; on a CPU only the process's RSS growth is measured.
+HEADLINE_MEMORY = ("torch_max_allocated", "nvml_process_used", "torch_max_reserved", "nvml_device_used",
+                   "process_rss_growth")
 
 
 def data_wait_share(result: RunResult) -> float | None:
@@ -47,8 +52,13 @@ def differences(baseline: RunResult, candidate: RunResult) -> list[str]:
 def uncertainty(
     baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None, runs: Sequence[RunResult] = ()
 ) -> str | None:
-    """Why the measured speedup cannot be taken as a fact (a noisy run, pairs that disagree), or None. `runs`:
-    every run of a repeated comparison in the order they ran, each checked (the pair alone when empty)."""
+    """Why the measured speedup cannot be taken as a fact (runs that differ in more than precision, runs too short
+    to time, a noisy run, pairs that disagree), or None. `runs`: every run of a repeated comparison in the order
+    they ran, each checked (the pair alone when empty)."""
+    if differ := differences(baseline, candidate):
+        return f"the runs differ in more than precision ({', '.join(differ)})"
+    if (steps := min(baseline.total_steps, candidate.total_steps)) < MIN_STEPS_TO_TIME:
+        return f"the runs are too short to time reliably ({steps} steps, mostly warm-up)"
     checked = list(runs) or [baseline, candidate]
     noisy = [(index, run) for index, run in enumerate(checked) if is_noisy(run.timing_quality)]
     if noisy and len(checked) <= 2:
@@ -79,25 +89,29 @@ def interpret(
             f"These runs differ in more than precision ({', '.join(differ)}), so the {speedup:.2f}x change in "
             "time is not down to precision alone; compare runs with the same settings."
         )
-    elif min(baseline.total_steps, candidate.total_steps) < MIN_STEPS_TO_TIME:
+    elif (steps := min(baseline.total_steps, candidate.total_steps)) < MIN_STEPS_TO_TIME:
         sentence = (
-            f"These runs are too short to time reliably ({candidate.total_steps} steps): one-off start-up costs "
+            f"These runs are too short to time reliably ({steps} steps): one-off start-up costs "
             "of the first steps dominate them; train on more images or for more epochs before drawing conclusions."
         )
     elif (why := uncertainty(baseline, candidate, interval, runs)) is not None:
+        if any(is_noisy(run.timing_quality) for run in (list(runs) or [baseline, candidate])):
+            advice = (f"The {speedup:.2f}x measured here may be down to the machine's load rather than to "
+                      "precision; run the comparison again when the machine is quiet, or with repeats.")
+        else:  # steady runs whose pairs disagree: the difference is smaller than the run-to-run spread here
+            advice = (f"The difference between the modes is smaller than the spread between pairs here, so the "
+                      f"{speedup:.2f}x cannot say which is faster; more pairs or longer runs can.")
+        sentence = f"The speedup is uncertain: {why}. {advice}"
+    elif name == "amp-fp16" and device == "cpu" and speedup < 1 / LITTLE_GAIN:
         sentence = (
-            f"The speedup is uncertain: {why}. The {speedup:.2f}x measured here may be down to the machine's "
-            "load rather than to precision; run the comparison again when the machine is quiet, or with repeats."
-        )
-    elif name == "amp-fp16" and device == "cpu":
-        sentence = (
-            f"amp-fp16 took {1 / speedup:.1f}x the fp32 time here because PyTorch has no fast fp16 kernels for "
-            "this CPU (a few recent CPUs, with AMX-FP16, have one): here use amp-bf16, and keep fp16 for GPUs "
-            "with Tensor Cores."
+            f"amp-fp16 took {1 / speedup:.2f}x the {baseline.precision} time here, most likely because PyTorch has "
+            "no fast fp16 kernels for this CPU (a few recent CPUs, with AMX-FP16, have them): here use amp-bf16, "
+            "and keep fp16 for GPUs with Tensor Cores."
         )
     elif name == "amp-bf16" and speedup < 1 / LITTLE_GAIN and emulates_bf16(candidate):
         sentence = (
-            f"amp-bf16 took {1 / speedup:.1f}x the fp32 time here because this CPU has no bf16 instructions "
+            f"amp-bf16 took {1 / speedup:.2f}x the {baseline.precision} time here because this CPU has no bf16 "
+            "instructions "
             "(AVX512-BF16 or AMX), so PyTorch emulates bf16 on it: a larger batch or width will not change that. "
             "AMP pays off on a GPU, or on a CPU with bf16 hardware."
         )
@@ -114,18 +128,19 @@ def interpret(
                if interval is not None and interval.known else ")")
         )
         saved = comparison.memory_reduction_pct
-        if saved:
-            key, pct = max(saved.items(), key=lambda item: item[1])
-            if pct > 0:
-                sentence += f" and used {pct:.0f}% less memory ({MEMORY_SHORT_NAMES.get(key, key)})"
+        key = next((key for key in HEADLINE_MEMORY if key in saved), None)
+        if key is not None and round(saved[key]) != 0:
+            figure = MEMORY_SHORT_NAMES.get(key, key)
+            sentence += (f", and its peak memory ({figure}) was {saved[key]:.0f}% lower" if saved[key] > 0
+                         else f", but its peak memory ({figure}) was {-saved[key]:.0f}% higher")
         sentence += "."
     elif speedup >= 1 / LITTLE_GAIN:
-        sentence = f"{name} gains little here ({speedup:.2f}x) because " + _why_little(candidate)
+        sentence = f"{name} makes little difference here ({speedup:.2f}x), probably because " + _why_little(candidate)
     else:
         sentence = (
-            f"{name} was slower here ({1 / speedup:.2f}x the {baseline.precision} time): the casts autocast adds "
-            "cost more than the low-precision math saves at this model size on this hardware; a larger width or "
-            "batch gives it more to save."
+            f"{name} was slower here ({1 / speedup:.2f}x the {baseline.precision} time). A common cause at this model "
+            "size: the casts autocast adds cost more than the low-precision math saves on this hardware; a larger "
+            "width or batch gives it more to save."
         )
     if comparison.accuracy_delta is not None and comparison.accuracy_delta < -ACCURACY_DROP:
         sentence += f" Accuracy fell by {-100 * comparison.accuracy_delta:.1f} points: check the loss curves."
@@ -144,4 +159,4 @@ def _why_little(result: RunResult) -> str:
             "each step does too little arithmetic for low precision to matter: fixed costs (Python, kernel "
             "launches, the optimizer) dominate; try a larger width or batch size."
         )
-    return "this hardware has little low-precision speedup to offer for this model."
+    return "this hardware has little low-precision speedup to offer for this model (not measured here: a guess)."
