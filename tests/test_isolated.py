@@ -75,3 +75,29 @@ def test_a_prestarted_child_runs_the_next_config_and_another_waits_after_it():
     while after.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert after.poll() is not None and not runner._ready
+
+
+def test_a_child_that_reports_and_then_hangs_is_stopped_and_its_worker_freed():
+    """A child that has said how its run ended but does not exit (a hang at exit, or leftover DataLoader workers
+    holding its stdout open) is stopped after the grace period, not waited for forever."""
+    import queue
+    import subprocess
+    import sys
+    import threading
+
+    from trainer import isolated
+
+    reports_then_hangs = ("import json, time; print(json.dumps({'event': 'error', 'kind': 'TrainerError', "
+                          "'message': 'boom'}), flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", reports_then_hangs], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    events: queue.Queue = queue.Queue()
+    threading.Thread(target=isolated._read_events, args=(child.stdout, events), daemon=True).start()
+    started = time.monotonic()
+    try:
+        outcome = isolated._follow(child, TINY, events, None, None)
+    finally:
+        isolated._kill_group(child.pid)
+    assert (outcome.status, outcome.error) == ("failed", "boom")
+    assert time.monotonic() - started < 3 * isolated.TERMINATE_GRACE_S  # not the child's 60 s
+    assert child.poll() is not None

@@ -124,9 +124,14 @@ def run_isolated(
 
 
 def _follow(child, config, events: queue.Queue, on_progress, should_cancel) -> RunOutcome | None:
-    """Dispatch the child's events until it exits; None when it ended without saying how."""
-    outcome, stdout_open = None, True
+    """Dispatch the child's events until it exits; None when it ended without saying how. A child that has said how
+    its run ended gets TERMINATE_GRACE_S to exit, counted from then: one that hangs at exit, or whose leftover
+    DataLoader workers keep its stdout open, is stopped rather than holding its worker (and its cancel) forever."""
+    outcome, stdout_open, reported_at = None, True, 0.0
     while True:
+        if outcome is not None and time.monotonic() - reported_at > TERMINATE_GRACE_S:
+            _stop(child)
+            return outcome
         if outcome is None and should_cancel is not None and should_cancel():
             _stop(child)
             return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
@@ -152,10 +157,11 @@ def _follow(child, config, events: queue.Queue, on_progress, should_cancel) -> R
         if kind == "progress" and on_progress is not None:
             on_progress(Progress.from_dict(event["progress"]))
         elif kind == "result":
-            outcome = RunOutcome(config, "ok", result=RunResult.from_dict(event["result"]))
+            outcome, reported_at = RunOutcome(config, "ok", result=RunResult.from_dict(event["result"])), time.monotonic()
         elif kind == "error":
             status = "cancelled" if event.get("kind") == "CancelledError" else "failed"
             outcome = RunOutcome(config, status, error=event.get("message"), error_kind=event.get("kind"))
+            reported_at = time.monotonic()
 
 
 class PrestartedRunner:
