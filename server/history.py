@@ -213,7 +213,18 @@ class HistoryStore:
                 "ORDER BY created_at DESC, run_index DESC LIMIT ?",
                 (*params, _row_limit(limit)),
             ).fetchall()
-        return [(row["job_id"], row["run_index"], RunResult.from_dict(json.loads(row["result"]))) for row in rows]
+        runs = ((row["job_id"], row["run_index"], self._parse_run(row)) for row in rows)
+        return [run for run in runs if run[2] is not None]
+
+    def _parse_run(self, row: sqlite3.Row) -> RunResult | None:
+        """A run row's result, or None (logged) when it cannot be read back: one bad row hides only itself, as a
+        damaged job row does, instead of breaking History for the whole class."""
+        try:
+            return RunResult.from_dict(json.loads(row["result"]))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("skipping a damaged run row (job %r, run %r) in %s", row["job_id"], row["run_index"],
+                        self.path, exc_info=True)
+            return None
 
     def run_timings(
         self, device_type: str, precision: str, loader: str, width: int, data: str | None = None, limit: int = 50

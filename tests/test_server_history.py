@@ -172,6 +172,15 @@ def test_a_damaged_row_hides_only_itself(store):
         store.get_job("2" * 32)
 
 
+def test_a_damaged_run_row_hides_only_itself_from_the_runs_offered(store):
+    store.save_job(make_job("1" * 32))
+    store.save_job(make_job("2" * 32))
+    with sqlite3.connect(store.path) as db:
+        db.execute("UPDATE runs SET result = '{not json' WHERE job_id = ? AND run_index = 0", ("2" * 32,))
+        db.execute("UPDATE runs SET result = '[]' WHERE job_id = ? AND run_index = 1", ("1" * 32,))
+    assert sorted((job, index) for job, index, _ in store.list_runs()) == [("1" * 32, 0), ("2" * 32, 1)]
+
+
 def test_a_corrupt_file_is_a_one_line_error(tmp_path):
     path = tmp_path / "history.sqlite3"
     path.write_bytes(b"this is not a database at all" * 100)
