@@ -449,7 +449,7 @@ class JobManager:
     def _persist(self, job: _Job, strict: bool = False) -> None:
         try:
             self.store.save_job(self._view(job))
-        except TrainerError:
+        except Exception:  # whatever the store raises, a worker must outlive it (a dead one is never replaced)
             if strict:
                 raise
             log.exception("could not record job %s in the history", job.id)

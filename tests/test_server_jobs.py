@@ -236,6 +236,23 @@ def test_only_the_owner_can_cancel(make_manager):
     assert [manager.get(i).status for i in (running, waiting)] == ["done", "done"]
 
 
+def test_a_history_save_that_fails_in_any_way_does_not_stop_the_queue(make_manager, monkeypatch):
+    manager = make_manager(FakeRunner())
+    save = manager.store.save_job
+
+    def save_but_not_the_first_start(view):
+        if view.status == "running" and view.id == first:
+            raise RuntimeError("disk on fire")  # not a HistoryError: it killed the worker thread, for good
+        save(view)
+
+    monkeypatch.setattr(manager.store, "save_job", save_but_not_the_first_start)
+    manager.pause()
+    first, second = manager.submit("a", run_spec(1)), manager.submit("b", run_spec(2))
+    manager.resume()
+    wait_until(lambda: manager.get(second).finished)
+    assert manager.get(first).status == manager.get(second).status == "done"
+
+
 def test_a_failed_run_fails_its_job_and_the_next_job_runs(make_manager):
     runner = FakeRunner(fail_batch=4096)
     manager = make_manager(runner)
