@@ -155,7 +155,7 @@ class JobManager:
             if active >= limit:
                 waiting = "job" if active == 1 else "jobs"
                 raise ConfigError(
-                    f"you already have {active} {waiting} waiting; wait for one to finish or cancel it"
+                    f"you already have {active} {waiting} waiting or running; wait for one to finish or cancel it"
                     f" (this server allows {limit} per session)"
                 )
             self._check_class_queue()

@@ -101,3 +101,12 @@ def test_a_child_that_reports_and_then_hangs_is_stopped_and_its_worker_freed():
     assert (outcome.status, outcome.error) == ("failed", "boom")
     assert time.monotonic() - started < 3 * isolated.TERMINATE_GRACE_S  # not the child's 60 s
     assert child.poll() is not None
+
+
+def test_a_crash_message_stays_one_short_line_however_long_the_childs_last_line():
+    from trainer.isolated import LAST_MESSAGE_CHARS, _crash_outcome
+
+    outcome = _crash_outcome(TINY, 1, ["Traceback ...", "RuntimeError: " + "x" * 5000, "   "])
+    assert outcome.error.startswith("the training process exited with status 1 without a result; last message: "
+                                    "RuntimeError: xxx")
+    assert outcome.error.endswith("...") and len(outcome.error) < LAST_MESSAGE_CHARS + 100

@@ -422,5 +422,5 @@ def test_a_full_queue_is_refused_with_one_line(app, monkeypatch):
     app.button[0].click().run()
     assert not app.exception
     assert texts(app.error) == [
-        "you already have 1 job waiting; wait for one to finish or cancel it (this server allows 1 per session)"
+        "you already have 1 job waiting or running; wait for one to finish or cancel it (this server allows 1 per session)"
     ]

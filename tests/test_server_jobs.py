@@ -161,7 +161,7 @@ def test_a_session_may_have_only_so_many_jobs_waiting(make_manager):
     manager = make_manager(runner)
     first = manager.submit("a", run_spec(1))
     manager.submit("a", run_spec(2))
-    with pytest.raises(ConfigError, match="you already have 2 jobs waiting; wait for one to finish or cancel it"):
+    with pytest.raises(ConfigError, match="you already have 2 jobs waiting or running; wait for one to finish or cancel it"):
         manager.submit("a", run_spec(3))
     manager.submit("b", run_spec(4))  # another session is not affected
     assert manager.cancel(first, "a")

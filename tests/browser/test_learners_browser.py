@@ -47,7 +47,7 @@ def test_a_reload_and_a_second_tab_are_the_same_learner_with_the_same_job(new_pa
         expect(second_tab.get_by_text(TINY_RUN_LABEL, exact=False).first).to_be_visible()
         if not second_tab.get_by_text(DONE).count():  # still running: the learner's limit of 1 holds across tabs
             second_tab.get_by_role("button", name="Run", exact=True).click()
-            expect(second_tab.get_by_text("you already have 1 job waiting")).to_be_visible()
+            expect(second_tab.get_by_text("you already have 1 job waiting or running")).to_be_visible()
 
         other = new_page("-another-learner")
         open_run_page_directly(other, url)
