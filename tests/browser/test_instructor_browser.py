@@ -34,13 +34,17 @@ def display_name(page) -> str:
     return who(page).removeprefix("You are").strip()
 
 
-def sign_in(page, password: str) -> None:
-    """The sidebar's instructor sign-in, inside the "Change name or bookmark" popover."""
+def sign_in(page, password: str, succeeds: bool = True) -> None:
+    """The sidebar's instructor sign-in, inside the "Change name or bookmark" popover. A right password is waited
+    for until the sidebar says so: the rerun it starts may not have begun when the click returns, and reading the
+    navigation before it found no console now and then on a busy machine."""
     password_box = page.get_by_label("Instructor password")
     if not password_box.is_visible():
         sidebar(page).get_by_text("Change name or bookmark").click()
     password_box.fill(password)
     page.get_by_role("button", name="Open the instructor console").click()
+    if succeeds:
+        expect(sidebar(page).get_by_text("· instructor")).to_be_visible()
     wait_until_idle(page)
 
 
@@ -92,7 +96,7 @@ def test_a_learner_cannot_cancel_anothers_job_and_the_instructor_runs_the_room(
         # The instructor first: a wrong password is one line and no console in the navigation.
         teacher.goto(url)
         wait_until_idle(teacher)
-        sign_in(teacher, "not the password")
+        sign_in(teacher, "not the password", succeeds=False)
         expect(teacher.get_by_text("Wrong password.", exact=True)).to_be_visible()
         assert teacher.get_by_text("Wrong password.", exact=True).count() == 1
         assert "Instructor console" not in navigation(teacher)
