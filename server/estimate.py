@@ -45,16 +45,31 @@ def planned_images(config: RunConfig) -> int:
     return min(config.subset, TRAIN_SPLIT_IMAGES) if config.subset else TRAIN_SPLIT_IMAGES
 
 
+def run_estimate(config: RunConfig, store: HistoryStore | None, device_type: str) -> tuple[float | None, bool]:
+    """Seconds one run should take, start-up and evaluation included (None if nothing is known), and whether they
+    come from this server's own past runs (else from the coarse table)."""
+    measured = _from_history(config, store, device_type) if store is not None else None
+    if measured is not None:
+        return measured, True
+    return coarse_run_seconds(config, device_type), False
+
+
 def estimate_run_seconds(config: RunConfig, store: HistoryStore | None, device_type: str) -> float | None:
     """Seconds one run should take, start-up and evaluation included; None if nothing is known."""
-    measured = history_run_seconds(config, store, device_type) if store is not None else None
-    return measured if measured is not None else coarse_run_seconds(config, device_type)
+    return run_estimate(config, store, device_type)[0]
+
+
+def job_estimate(spec: JobSpec, store: HistoryStore | None, device_type: str) -> tuple[float | None, bool]:
+    """Seconds for all runs of a job (a sweep's largest-batch search not included; None if any is unknown), and
+    whether every run's came from this server's own past runs."""
+    estimates = [run_estimate(run, store, device_type) for run in spec.runs]
+    seconds = [estimate for estimate, _ in estimates]
+    return (None if None in seconds else sum(seconds)), all(measured for _, measured in estimates)
 
 
 def estimate_job_seconds(spec: JobSpec, store: HistoryStore | None, device_type: str) -> float | None:
     """Seconds for all runs of a job (a sweep's largest-batch search not included); None if any is unknown."""
-    estimates = [estimate_run_seconds(run, store, device_type) for run in spec.runs]
-    return None if None in estimates else sum(estimates)
+    return job_estimate(spec, store, device_type)[0]
 
 
 def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
@@ -99,7 +114,7 @@ def trained_epochs(config: RunConfig, per_epoch_s: float) -> int:
     return min(MAX_EPOCHS, max(config.epochs, math.ceil((config.min_steady_s + warmup_s) / per_epoch_s)))
 
 
-def history_run_seconds(config: RunConfig, store: HistoryStore, device_type: str) -> float | None:
+def _from_history(config: RunConfig, store: HistoryStore, device_type: str) -> float | None:
     """Seconds for `config` from the median steady throughput and fixed overhead of similar past runs on this kind
     of device (same mode, loader and width); None when this server has none."""
     timings = store.run_timings(device_type, config.precision, config.loader, config.width, limit=RECENT_RUNS)

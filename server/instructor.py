@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from server.estimate import estimate_job_seconds, history_run_seconds
+from server.estimate import job_estimate
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
-from trainer.comparison_table import MEMORY_SHORT_NAMES
+from trainer.comparison_table import MEMORY_SHORT_NAMES, headline_memory
 from trainer.results import compare, median_pair, speedup_interval, split_pairs
 
 FREE_TRIES = 3  # wrong passwords before the console starts making people wait
@@ -93,7 +93,7 @@ def _row(job: JobView, learner: str) -> ClassRow:
     interval = speedup_interval(baselines, candidates)
     baseline, candidate = median_pair(baselines, candidates)
     comparison = compare(baseline, candidate)
-    memory_key = next(iter(comparison.memory_reduction_pct), None)
+    memory_key = headline_memory(comparison.memory_reduction_pct)
     return ClassRow(
         learner=learner,
         when=job.finished_at or job.created_at,
@@ -139,8 +139,7 @@ def capacity_at(spec: JobSpec, store: HistoryStore, device_type: str, workers: i
     presets), from server/estimate: this server's own runs of those modes where it has some, else the coarse
     table; None where neither knows the device. Recent comparisons' own times (comparisons_per_hour) say what the
     class actually ran, which may be much smaller or larger than the settings the room starts from."""
-    seconds = estimate_job_seconds(spec, store, device_type)
+    seconds, from_history = job_estimate(spec, store, device_type)
     if not seconds:
         return None
-    measured = all(history_run_seconds(run, store, device_type) is not None for run in spec.runs)
-    return Capacity(seconds, max(1, workers) * 3600.0 / seconds, measured)
+    return Capacity(seconds, max(1, workers) * 3600.0 / seconds, from_history)

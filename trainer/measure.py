@@ -215,6 +215,9 @@ class _NvmlReader:
         self._seen: set[int] = set()
         # time, SM MHz, utilisation %, power/heat slowdown (None: NVML cannot say), pids
         self._samples: list[tuple[float, int | None, int | None, bool | None, frozenset]] = []
+        # NVML's clock reasons under their current name (driver 535+) or the older one; None on a fake or old one.
+        self._clock_reasons = (getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                               or getattr(pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
         self.per_process = self._own_use(self._processes()) is not None
         self.label = "nvml_process_used" if self.per_process else "nvml_device_used"
 
@@ -268,10 +271,10 @@ class _NvmlReader:
     def _slowed_down(self) -> bool | None:
         """Whether NVML gives power or heat as a reason the clocks are below their maximum now; None where it cannot
         say (an old driver, a fake). An idle GPU's lower clock is not among these reasons."""
-        read = (getattr(self._pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                or getattr(self._pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None))
+        if self._clock_reasons is None:
+            return None
         try:
-            return bool(read(self._handle) & NVML_SLOWDOWN_REASONS) if read else None
+            return bool(self._clock_reasons(self._handle) & NVML_SLOWDOWN_REASONS)
         except Exception:  # not supported on this GPU or driver
             return None
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from trainer.comparison_table import MEMORY_SHORT_NAMES
+from trainer.comparison_table import MEMORY_SHORT_NAMES, headline_memory
 from trainer.results import RunResult, SpeedupInterval, compare
 from trainer.timing_quality import is_noisy
 
@@ -18,11 +19,6 @@ LITTLE_GAIN = 1.05  # a speedup below this is "little"
 ACCURACY_DROP = 0.05  # a fall of more than 5 accuracy points is worth a warning
 MIN_STEPS_TO_TIME = 30  # runs shorter than this are mostly warm-up
 BF16_CPU_FLAGS = {"avx512_bf16", "amx_bf16"}  # without either, a CPU emulates bf16
-# The memory figure the sentence quotes: the first of these both runs have, one fixed figure (the table shows them
-# all; quoting whichever shrank most overstated the saving). PyTorch's own peak first, as the lab's claim is about
-# what training needs; on a CPU only the process's RSS growth is measured.
-HEADLINE_MEMORY = ("torch_max_allocated", "nvml_process_used", "torch_max_reserved", "nvml_device_used",
-                   "process_rss_growth")
 
 
 def data_wait_share(result: RunResult) -> float | None:
@@ -49,29 +45,47 @@ def differences(baseline: RunResult, candidate: RunResult) -> list[str]:
     ]
 
 
+@dataclass(frozen=True)
+class Doubt:
+    """Why a measured speedup cannot be taken as a fact: its kind ("settings", "short", "load" or "spread"), the
+    reason in words, and the detail the interpreting sentence names (the settings that differ, the steps)."""
+
+    kind: str
+    reason: str
+    detail: str = ""
+
+
+def _doubt(
+    baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None, runs: Sequence[RunResult]
+) -> Doubt | None:
+    """The one place each check is made, for the headline's Timing and for the sentence alike."""
+    if differ := differences(baseline, candidate):
+        return Doubt("settings", f"the runs differ in more than precision ({', '.join(differ)})", ", ".join(differ))
+    if (steps := min(baseline.total_steps, candidate.total_steps)) < MIN_STEPS_TO_TIME:
+        return Doubt("short", f"the runs are too short to time reliably ({steps} steps, mostly warm-up)", str(steps))
+    checked = list(runs) or [baseline, candidate]
+    noisy = [(index, run) for index, run in enumerate(checked) if is_noisy(run.timing_quality)]
+    if noisy and len(checked) <= 2:
+        return Doubt("load", "; ".join(f"the {run.precision} run's timing was noisy "
+                                       f"({run.timing_quality['reasons'][0]})" for _, run in noisy))
+    if noisy:
+        index, first = noisy[0]
+        return Doubt("load", f"the timing of {len(noisy)} of the {len(checked)} runs was noisy (pair "
+                             f"{index // 2 + 1}'s {first.precision} run: {first.timing_quality['reasons'][0]})")
+    if interval is not None and interval.straddles_one:
+        return Doubt("spread", f"over {interval.pairs} alternating pairs the speedup ranged from {interval.low:.2f}x "
+                               f"to {interval.high:.2f}x, so the runs disagree on which mode is faster")
+    return None
+
+
 def uncertainty(
     baseline: RunResult, candidate: RunResult, interval: SpeedupInterval | None = None, runs: Sequence[RunResult] = ()
 ) -> str | None:
     """Why the measured speedup cannot be taken as a fact (runs that differ in more than precision, runs too short
     to time, a noisy run, pairs that disagree), or None. `runs`: every run of a repeated comparison in the order
     they ran, each checked (the pair alone when empty)."""
-    if differ := differences(baseline, candidate):
-        return f"the runs differ in more than precision ({', '.join(differ)})"
-    if (steps := min(baseline.total_steps, candidate.total_steps)) < MIN_STEPS_TO_TIME:
-        return f"the runs are too short to time reliably ({steps} steps, mostly warm-up)"
-    checked = list(runs) or [baseline, candidate]
-    noisy = [(index, run) for index, run in enumerate(checked) if is_noisy(run.timing_quality)]
-    if noisy and len(checked) <= 2:
-        return "; ".join(f"the {run.precision} run's timing was noisy ({run.timing_quality['reasons'][0]})"
-                         for _, run in noisy)
-    if noisy:
-        index, first = noisy[0]
-        return (f"the timing of {len(noisy)} of the {len(checked)} runs was noisy (pair {index // 2 + 1}'s "
-                f"{first.precision} run: {first.timing_quality['reasons'][0]})")
-    if interval is not None and interval.straddles_one:
-        return (f"over {interval.pairs} alternating pairs the speedup ranged from {interval.low:.2f}x to "
-                f"{interval.high:.2f}x, so the runs disagree on which mode is faster")
-    return None
+    doubt = _doubt(baseline, candidate, interval, runs)
+    return doubt.reason if doubt else None
 
 
 def interpret(
@@ -83,25 +97,25 @@ def interpret(
     speedup = comparison.speedup if interval is None else interval.median
     name = candidate.precision
     device = candidate.environment.get("device_type") or candidate.config.get("device")
-    differ = differences(baseline, candidate)
-    if differ:
+    doubt = _doubt(baseline, candidate, interval, runs)
+    if doubt is not None and doubt.kind == "settings":
         sentence = (
-            f"These runs differ in more than precision ({', '.join(differ)}), so the {speedup:.2f}x change in "
+            f"These runs differ in more than precision ({doubt.detail}), so the {speedup:.2f}x change in "
             "time is not down to precision alone; compare runs with the same settings."
         )
-    elif (steps := min(baseline.total_steps, candidate.total_steps)) < MIN_STEPS_TO_TIME:
+    elif doubt is not None and doubt.kind == "short":
         sentence = (
-            f"These runs are too short to time reliably ({steps} steps): one-off start-up costs "
+            f"These runs are too short to time reliably ({doubt.detail} steps): one-off start-up costs "
             "of the first steps dominate them; train on more images or for more epochs before drawing conclusions."
         )
-    elif (why := uncertainty(baseline, candidate, interval, runs)) is not None:
-        if any(is_noisy(run.timing_quality) for run in (list(runs) or [baseline, candidate])):
+    elif doubt is not None:
+        if doubt.kind == "load":
             advice = (f"The {speedup:.2f}x measured here may be down to the machine's load rather than to "
                       "precision; run the comparison again when the machine is quiet, or with repeats.")
         else:  # steady runs whose pairs disagree: the difference is smaller than the run-to-run spread here
             advice = (f"The difference between the modes is smaller than the spread between pairs here, so the "
                       f"{speedup:.2f}x cannot say which is faster; more pairs or longer runs can.")
-        sentence = f"The speedup is uncertain: {why}. {advice}"
+        sentence = f"The speedup is uncertain: {doubt.reason}. {advice}"
     elif name == "amp-fp16" and device == "cpu" and speedup < 1 / LITTLE_GAIN:
         sentence = (
             f"amp-fp16 took {1 / speedup:.2f}x the {baseline.precision} time here, most likely because PyTorch has "
@@ -128,7 +142,7 @@ def interpret(
                if interval is not None and interval.known else ")")
         )
         saved = comparison.memory_reduction_pct
-        key = next((key for key in HEADLINE_MEMORY if key in saved), None)
+        key = headline_memory(saved)
         if key is not None and round(saved[key]) != 0:
             figure = MEMORY_SHORT_NAMES.get(key, key)
             sentence += (f", and its peak memory ({figure}) was {saved[key]:.0f}% lower" if saved[key] > 0
