@@ -111,6 +111,9 @@ def set_up_tiny_sweep(page) -> None:
     left, right = sweep_columns(page)
     add_option(page, left.get_by_role("combobox", name="Batch sizes"), "32")
     expect(left.get_by_role("group", name="Selected values")).to_have_text(re.compile(r"^(6432|3264)$"))
+    # The choice starts a rerun; until it ends the old and the new slider can both be on the page (seen once on a
+    # busy machine: "resolved to 2 elements").
+    wait_until_idle(page)
     thumb = right.locator('[data-testid="stSlider"] input[type="range"]')
     thumb.focus()
     thumb.press("Home")
