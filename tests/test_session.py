@@ -73,6 +73,33 @@ def test_a_private_link_opens_the_same_learner_and_a_forged_one_does_not(state_d
     assert forged.run().markdown[0].value != f"learner {me.id}"
 
 
+def panel_then_page_script():
+    import streamlit as st
+
+    from ui import session
+
+    session.learner_panel()
+    st.multiselect("Batch sizes", [32, 64], key="batches")
+
+
+def element_kinds(block) -> list[str]:
+    return [getattr(node, "type", type(node).__name__) for node in block.children.values()]
+
+
+def test_every_run_draws_the_same_elements_so_no_widget_is_drawn_anew(state_dir):
+    """The cookie that keeps the learner is written on every run, in the sidebar: written on the first run only, it
+    shifted every element after it on the next, and Streamlit drew the page's widgets anew under the learner's
+    first click (a browser test caught a list that closed, and two copies of a widget)."""
+    at = AppTest.from_function(panel_then_page_script, default_timeout=60).run()
+    token = at.session_state["amp_lab_learner_token"]
+    first = (element_kinds(at.main), element_kinds(at.sidebar))
+    assert first == (element_kinds(at.run().main), element_kinds(at.sidebar))
+    for _ in range(2):
+        cookies = [node.proto.body for node in at.sidebar.children.values() if getattr(node, "type", "") == "html"]
+        assert len(cookies) == 1 and f"amp_lab_learner={token};" in cookies[0]
+        at.run()
+
+
 def manager_script():
     import streamlit as st
 

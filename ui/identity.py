@@ -62,7 +62,6 @@ def current_learner(store: LearnerStore) -> Learner:
     learner = store.by_token(token)
     if learner is None:
         learner, token = store.create()
-    _keep_in_browser(token)  # also when it came from a link, so that later visits need no link
     st.session_state[LEARNER_KEY] = learner
     st.session_state[f"{LEARNER_KEY}_token"] = token
     return learner
@@ -121,7 +120,14 @@ def _signed_in(store: LearnerStore) -> Learner:
     return learner
 
 
-def _keep_in_browser(token: str) -> None:
+def keep_in_browser() -> None:
+    """Store this learner's token in the browser's cookie (also when it came from a link, so that later visits need
+    no link). Called on every full run of the app, in the same place: an element drawn on the first run only would
+    shift every element after it on the next run, and Streamlit then draws the page's widgets anew (an open list
+    closes under the learner's click)."""
+    token = private_link_token()
+    if token is None:  # a signed-in learner: Streamlit's own cookie carries the sign-in
+        return
     # Streamlit has no API to set a cookie; a line of JavaScript does it, for this site's path only.
     cookie = f"{COOKIE}={token}; path=/; max-age={COOKIE_MAX_AGE_S}; SameSite=Strict"
     st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)

@@ -24,6 +24,7 @@ from ui.choices import Choice, accepts, refusal
 from ui.identity import (
     LINK_PARAM,
     current_learner,
+    keep_in_browser,
     private_link_token,
     rename,
     signed_in_email,
@@ -162,19 +163,20 @@ def learner_panel() -> None:
             if _password_gate().enabled and not is_instructor():
                 with st.popover("Instructor"):
                     _instructor_sign_in()
-            cancel_from_link()
-            return
-        with st.popover("Change name or bookmark"):
-            name = st.text_input("Display name", value=me.display_name, max_chars=MAX_NAME_CHARS)
-            if name != me.display_name and rename(get_learners(), me, name):
-                st.rerun()
-            token = private_link_token()
-            if token:
-                st.caption("Your private link: it opens AMP Lab as you on any browser. Keep it to yourself.")
-                st.code(f"?{LINK_PARAM}={token}", language=None)
-            if _password_gate().enabled and not is_instructor():
-                _instructor_sign_in()
-    cancel_from_link()
+        else:
+            with st.popover("Change name or bookmark"):
+                name = st.text_input("Display name", value=me.display_name, max_chars=MAX_NAME_CHARS)
+                if name != me.display_name and rename(get_learners(), me, name):
+                    st.rerun()
+                token = private_link_token()
+                if token:
+                    st.caption("Your private link: it opens AMP Lab as you on any browser. Keep it to yourself.")
+                    st.code(f"?{LINK_PARAM}={token}", language=None)
+                if _password_gate().enabled and not is_instructor():
+                    _instructor_sign_in()
+            keep_in_browser()
+    with st.container():  # always drawn, so that a cancel link's one line shifts none of the page's elements
+        cancel_from_link()
 
 
 def cancel_from_link() -> None:

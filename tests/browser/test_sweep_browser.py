@@ -90,8 +90,9 @@ def sweep_columns(page):
 
 
 def add_option(page, combobox, option: str) -> None:
-    """Open a multiselect and pick `option`. Right after a fresh server's first page view the list now and then
-    does not stay open for the click, so open it again (a few times at most)."""
+    """Open a multiselect and pick `option`. If the list does not stay open for the click (a rerun that draws the
+    widget anew closes it: the learner's cookie once did that on a first page view), open it again (a few times at
+    most)."""
     for _ in range(4):
         wait_until_idle(page)
         combobox.click()
