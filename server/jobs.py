@@ -102,8 +102,11 @@ class JobManager:
         slots: list[Slot] | None = None,
         cluster_slots: Callable[[], list[Slot]] | None = None,
         resize_every_s: float = RESIZE_EVERY_S,
+        silent_run_limit_s: float | None = None,
     ):
         self.settings = settings
+        # A hung run (a stuck driver call, a deadlocked loader) would hold its worker, and its GPU, for good.
+        self._silent_run_limit_s = silent_run_limit_s or settings.silent_run_limit_s
         self.store = store if store is not None else HistoryStore(settings.history_path)
         if settings.ray_address and runner is None:
             from server.ray_runner import RayRunner  # only a server set up for a cluster imports Ray
@@ -358,25 +361,44 @@ class JobManager:
             self._finish(job, "cancelled", f"cancelled by {job.cancelled_by} while running")
 
     def _run_one(self, job: _Job, index: int, config: RunConfig, slot: Slot) -> RunOutcome:
+        heard_at, stalled = time.monotonic(), False
+
         def on_progress(progress: Progress) -> None:
+            nonlocal heard_at
+            heard_at = time.monotonic()
             with self._cond:
                 job.progress = progress
                 if progress.loss is not None:
                     point = {"step": progress.global_step, "epoch": progress.epoch, "loss": progress.loss}
                     job.live_losses[index] = (*job.live_losses[index], point)
 
+        def should_stop() -> bool:
+            nonlocal stalled
+            if job.cancel.is_set():
+                return True
+            stalled = time.monotonic() - heard_at > self._silent_run_limit_s
+            return stalled
+
         def on_spawn(pid: int) -> None:
             log.info("job %s run %d is process %d", job.id, index + 1, pid)  # for an admin who must find it
 
         try:
-            return self._runner(
-                config, on_progress=on_progress, should_cancel=job.cancel.is_set, on_spawn=on_spawn, env=dict(slot.env)
+            outcome = self._runner(
+                config, on_progress=on_progress, should_cancel=should_stop, on_spawn=on_spawn, env=dict(slot.env)
             )
         except TrainerError as err:
             return _failed_outcome(config, str(err), type(err).__name__)
         except Exception as err:
             log.exception("runner raised for job %s", job.id)
             return _failed_outcome(config, f"the run could not start: {_one_line(err)}", "crashed")
+        if stalled and outcome.status == "cancelled":
+            log.warning("job %s run %d sent no progress for %.0f s: stopped", job.id, index + 1, self._silent_run_limit_s)
+            last = job.progress.phase if job.progress else "nothing yet"
+            return _failed_outcome(
+                config, f"the run reported no progress for {format_seconds(self._silent_run_limit_s)} (its last "
+                f"report: {last}) and was stopped as hung (the server's silent_run_limit_s)", "StalledError"
+            )
+        return outcome
 
     def _probe_max_batch(self, job: _Job, slot: Slot) -> None:
         if self.device_type != "cuda":

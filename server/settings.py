@@ -39,6 +39,10 @@ SETTINGS_HELP = {
         "AMP_LAB_RAY_ADDRESS",
         "run the jobs on this Ray cluster (its head's host:port); empty = on this server (requirements-cluster.txt)",
     ),
+    "silent_run_limit_s": (
+        "AMP_LAB_SILENT_RUN_LIMIT_S",
+        "a run that reports no progress for this many seconds is stopped as hung, and its job fails saying so",
+    ),
     "presets": ("AMP_LAB_PRESETS", "where every Run page starts, as a link's query: epochs=1&batch_size=128&subset=2048"),
     "instructor_password": (
         "AMP_LAB_INSTRUCTOR_PASSWORD",
@@ -73,11 +77,15 @@ class Settings:
     instructor_emails: str = ""  # comma-separated; signed-in users with these emails get the console
     gpus: list[int] | None = None  # nvidia-smi's GPU numbers; None = every GPU this server sees
     ray_address: str = ""  # empty: jobs run on this server's own workers, and Ray is never imported
+    # A run reports progress at least every few seconds while it trains or evaluates; loading data (a CIFAR-10
+    # download) and one step of amp-fp16 on a CPU are the longest silences, well under this.
+    silent_run_limit_s: int = 900
 
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
         _whole("max_batch_size", self.max_batch_size, 1, MAX_BATCH_SIZE)
         _whole("max_queued_per_session", self.max_queued_per_session, 1, 1000)
+        _whole("silent_run_limit_s", self.silent_run_limit_s, 60, 86_400)
         if self.max_queued_total is not None:
             _whole("max_queued_total", self.max_queued_total, 1, 100_000)
         if self.max_subset is not None:

@@ -267,6 +267,53 @@ def test_a_failed_run_fails_its_job_and_the_next_job_runs(make_manager):
     assert manager.store.get_job(failing).error == view.error
 
 
+class ChattyRunner(FakeRunner):
+    """A run that reports progress every 50 ms for `seconds`, then finishes."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+
+    def __call__(self, config, on_progress=None, should_cancel=None, on_spawn=None, env=None):
+        deadline = time.monotonic() + self.seconds
+        while time.monotonic() < deadline:
+            on_progress(Progress("training", 1, 1, 1, 4, 1, 4, images_per_s=900.0))
+            if should_cancel():
+                return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+            time.sleep(0.05)
+        return ok_outcome(config)
+
+
+def test_a_run_that_goes_silent_is_stopped_as_hung_and_the_queue_goes_on(make_manager):
+    hung = FakeRunner(gated=True)  # one progress report, then nothing until released: a stuck child
+    manager = make_manager(hung, silent_run_limit_s=0.5)
+    stuck = manager.submit("a", compare_spec(1))
+    wait_until(lambda: manager.get(stuck).finished)
+    view = manager.get(stuck)
+    assert view.status == "failed"
+    assert view.error == ("run 1 of 2 (fp32): the run reported no progress for 0.5 s (its last report: training) "
+                          "and was stopped as hung (the server's silent_run_limit_s)")
+    assert [o.error_kind for o in view.outcomes] == ["StalledError"]  # the second run never started
+    assert manager.store.get_job(stuck).error == view.error
+
+
+def test_a_run_that_keeps_reporting_is_never_taken_for_hung(make_manager):
+    manager = make_manager(ChattyRunner(seconds=1.5), silent_run_limit_s=0.5)
+    job = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).status == "done"
+
+
+def test_the_owners_cancel_is_still_a_cancel_under_the_watchdog(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner, silent_run_limit_s=60)
+    job = manager.submit("a", run_spec(1))
+    wait_until(lambda: runner.calls)
+    assert manager.cancel(job, "a")
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).status == "cancelled"
+
+
 def test_a_runner_that_raises_fails_only_its_job(make_manager):
     calls = []
 

@@ -67,6 +67,7 @@ def test_toml_file_is_read_and_environment_overrides_it(tmp_path):
         ("AMP_LAB_MAX_QUEUED_TOTAL", "many", "AMP_LAB_MAX_QUEUED_TOTAL"),
         ("AMP_LAB_DEVICE", "gpu", "AMP_LAB_DEVICE"),
         ("AMP_LAB_STATE_DIR", "  ", "AMP_LAB_STATE_DIR"),
+        ("AMP_LAB_SILENT_RUN_LIMIT_S", "5", "AMP_LAB_SILENT_RUN_LIMIT_S"),  # shorter than loading data may take
     ],
 )
 def test_invalid_environment_values_name_the_variable(var, value, named):
@@ -75,6 +76,11 @@ def test_invalid_environment_values_name_the_variable(var, value, named):
     message = str(caught.value)
     assert named in message
     assert "\n" not in message
+
+
+def test_a_hung_run_is_stopped_after_15_minutes_unless_the_instructor_says_otherwise():
+    assert Settings().silent_run_limit_s == 900
+    assert Settings.from_env({"AMP_LAB_SILENT_RUN_LIMIT_S": "1800"}).silent_run_limit_s == 1800
 
 
 def test_bad_config_files_are_one_line_errors(tmp_path):
@@ -127,6 +133,7 @@ def test_describe_lists_every_setting_with_its_variable():
         "state_dir",
         "device",
         "presets",
+        "silent_run_limit_s",
         "instructor_password",
         "instructor_emails",
         "gpus",
