@@ -122,6 +122,7 @@ class JobManager:
         self._jobs: dict[str, _Job] = {}
         self._queue: deque[str] = deque()
         self._running: dict[str, _Job] = {}  # job id -> job, one per busy worker
+        self._unsaved: set[str] = set()  # jobs whose last change the history store refused: saved again later
         self._stopping = False
         self._paused = False
         self.interrupted_at_start = self.store.mark_interrupted()
@@ -469,15 +470,26 @@ class JobManager:
         self._persist(job)
 
     def _persist(self, job: _Job, strict: bool = False) -> None:
+        """Save the job's current state; one the store refuses is saved again with the next change that it takes,
+        so a finished job's result is not left as "running" in the history (and lost at a restart)."""
         try:
             self.store.save_job(self._view(job))
         except Exception:  # whatever the store raises, a worker must outlive it (a dead one is never replaced)
             if strict:
                 raise
             log.exception("could not record job %s in the history", job.id)
+            self._unsaved.add(job.id)
+            return
+        self._unsaved.discard(job.id)
+        for job_id in list(self._unsaved):
+            try:
+                self.store.save_job(self._view(self._jobs[job_id]))
+            except Exception:
+                return  # still refused: the next save tries again
+            self._unsaved.discard(job_id)
 
     def _forget_old_jobs(self) -> None:
-        finished = [j for j in self._jobs.values() if _done(j)]
+        finished = [j for j in self._jobs.values() if _done(j) and j.id not in self._unsaved]
         for job in sorted(finished, key=lambda j: j.finished_at or 0)[:-FINISHED_KEPT_IN_MEMORY]:
             del self._jobs[job.id]
 

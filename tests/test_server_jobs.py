@@ -253,6 +253,25 @@ def test_a_history_save_that_fails_in_any_way_does_not_stop_the_queue(make_manag
     assert manager.get(first).status == manager.get(second).status == "done"
 
 
+def test_a_finished_job_the_history_refused_is_saved_with_the_next_change(make_manager, monkeypatch):
+    manager = make_manager(FakeRunner())
+    save, refused = manager.store.save_job, []
+
+    def refuse_the_first_jobs_end(view):
+        if view.session_id == "a" and view.status == "done" and not refused:
+            refused.append(view.id)
+            raise OSError("disk full")
+        save(view)
+
+    monkeypatch.setattr(manager.store, "save_job", refuse_the_first_jobs_end)
+    first = manager.submit("a", run_spec(1))
+    wait_until(lambda: refused)
+    assert manager.store.get_job(first).status == "running"  # the store's copy is behind
+    second = manager.submit("b", run_spec(2))  # its first save also brings the first job's end to the history
+    wait_until(lambda: manager.get(second).finished)
+    assert manager.store.get_job(first).status == "done" and manager.store.get_job(first).outcomes
+
+
 def test_a_failed_run_fails_its_job_and_the_next_job_runs(make_manager):
     runner = FakeRunner(fail_batch=4096)
     manager = make_manager(runner)
