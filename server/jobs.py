@@ -527,7 +527,7 @@ class JobManager:
         free_at = [job.remaining_s(now) for job in self._running.values()]
         free_at += [0.0] * max(0, len(self.slots) - len(free_at))
         ahead = [self._jobs[job_id].estimated_total_s for job_id in list(self._queue)[: position - 1]]
-        if None in free_at or None in ahead:
+        if not free_at or None in free_at or None in ahead:  # no worker at all: a cluster with no node right now
             return None
         heapq.heapify(free_at)
         for seconds in ahead:

@@ -659,6 +659,18 @@ def test_the_workers_follow_the_cluster_and_a_leaving_node_lets_its_job_finish(m
     wait_until(lambda: all(manager.get(i).finished for i in later))
 
 
+def test_a_cluster_with_no_node_left_queues_jobs_until_one_joins(make_manager):
+    runner, cluster = FakeRunner(), FakeCluster(0)
+    manager = make_manager(runner, cluster_slots=cluster, resize_every_s=0.01)
+    first, second = manager.submit("a", run_spec(1)), manager.submit("b", run_spec(2))  # no worker: still queued
+    assert [manager.get(i).queue_position for i in (first, second)] == [1, 2]
+    assert manager.get(second).estimated_wait_s is None and manager.wait_for_new_job()[1] is None
+    assert not runner.calls
+    cluster.gpus = 1
+    wait_until(lambda: manager.get(second).finished)
+    assert [manager.get(i).status for i in (first, second)] == ["done", "done"]
+
+
 def test_a_cluster_that_does_not_answer_keeps_the_workers_it_had(make_manager):
     cluster = FakeCluster(2)
     manager = make_manager(FakeRunner(), cluster_slots=cluster, resize_every_s=0.01)

@@ -13,7 +13,16 @@ from server.records import JobSpec
 from trainer.config import RunConfig
 from server.records import RunOutcome
 from server.instructor import Capacity
-from ui.widgets import capacity_sentences, live_losses, named_results, queue_caption, run_modes, run_names, when
+from ui.widgets import (
+    capacity_sentences,
+    live_losses,
+    named_results,
+    queue_caption,
+    run_modes,
+    run_names,
+    waiting_line,
+    when,
+)
 
 
 def summary_script(results):
@@ -115,6 +124,20 @@ def test_the_queue_caption_counts_the_workers_and_the_jobs_running_on_them():
         "in about 90.0 s.")
     assert queue_caption([], [Slot("cpu")], 0.0).startswith("This server has 1 worker (cpu): 0 jobs running now, "
                                                             "0 waiting;")
+
+    assert queue_caption(views, [], None) == (
+        "This server has no worker now: the cluster it runs jobs on has no GPU (or node) for the class, so jobs "
+        "wait until one joins. 2 jobs running, 1 waiting.")
+
+
+def test_a_waiting_job_is_told_what_it_waits_for():
+    assert waiting_line(3, 90.0, 2, paused=False) == "Waiting in the queue at position 3; it should start in about 90.0 s."
+    assert waiting_line(3, None, 2, paused=False) == (
+        "Waiting in the queue at position 3; when it starts depends on jobs ahead whose length cannot be estimated yet.")
+    assert waiting_line(1, 0.0, 2, paused=True) == (
+        "Waiting in the queue at position 1: the instructor has paused the queue; it starts once they resume it.")
+    assert waiting_line(1, None, 0, paused=False).endswith("has no GPU (or node) for the class, so jobs wait until one "
+                                                           "joins.")
 
 
 def test_every_time_is_shown_in_one_style_in_utc_with_the_zone_said(monkeypatch):

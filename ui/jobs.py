@@ -8,7 +8,7 @@ import streamlit as st
 from server.records import JobSpec, JobView
 from trainer.errors import TrainerError
 from ui import session
-from ui.widgets import about, run_names, run_progress_text
+from ui.widgets import about, run_names, run_progress_text, waiting_line
 
 FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
 
@@ -99,8 +99,8 @@ def follow(job_id: str) -> None:
     if job is None:
         return
     if job.status == "queued":
-        st.info(f"Waiting in the queue at position {job.queue_position}; it should start in "
-                f"{about(job.estimated_wait_s)}.")
+        manager = session.get_job_manager()
+        st.info(waiting_line(job.queue_position, job.estimated_wait_s, len(manager.slots), manager.paused))
     else:
         st.progress(*progress_line(job))
         if len(job.outcomes) == len(job.spec.runs) and job.spec.probe_max_batch:

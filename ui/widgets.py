@@ -101,8 +101,8 @@ def job_panel(job: JobView, session: str, manager) -> None:
     st.markdown(f"**{job.label or job.kind}**")
     if job.status == "queued":
         st.info(
-            f"Waiting in the queue: position {job.queue_position}; it should start in {about(job.estimated_wait_s)}. "
-            "Each device (each GPU, or the CPU) trains one job at a time, so that other learners' runs do not "
+            waiting_line(job.queue_position, job.estimated_wait_s, len(manager.slots), manager.paused)
+            + " Each device (each GPU, or the CPU) trains one job at a time, so that other learners' runs do not "
             "disturb the timings."
         )
     for index, name in enumerate(run_names(job.spec)):
@@ -156,11 +156,30 @@ def per_hour(rate: float) -> str:
     return f"{rate:.1f}" if rate < 10 else f"{rate:,.0f}"
 
 
+# A Ray cluster whose GPU (or, on CPUs, every) node has left: the queue waits for one to join.
+NO_WORKER = "the cluster it runs jobs on has no GPU (or node) for the class, so jobs wait until one joins."
+
+
+def waiting_line(position: int | None, wait_s: float | None, workers: int, paused: bool) -> str:
+    """Where a waiting job stands, and why it has not started when a worker is not what it waits for."""
+    where = f"Waiting in the queue at position {position}"
+    if paused:
+        return f"{where}: the instructor has paused the queue; it starts once they resume it."
+    if not workers:
+        return f"{where}: {NO_WORKER}"
+    if wait_s is None:
+        return f"{where}; when it starts depends on jobs ahead whose length cannot be estimated yet."
+    return f"{where}; it should start in {about(wait_s)}."
+
+
 def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float | None) -> str:
     """The instructor's live queue in one line: the server's workers (one per device, `slots`) and the jobs running
     on them now, the jobs waiting (`views`, the job manager's queue), and when a job submitted now would start."""
     running = sum(view.status == "running" for view in views)
     waiting = len(views) - running
+    if not slots:
+        return (f"This server has no worker now: {NO_WORKER} {running} job{'s' if running != 1 else ''} running, "
+                f"{waiting} waiting.")
     workers = ", ".join(slot.label for slot in slots)
     return (f"This server has {len(slots)} worker{'s' if len(slots) != 1 else ''} ({workers}): "
             f"{running} job{'s' if running != 1 else ''} running now, {waiting} waiting; a job submitted now would "
