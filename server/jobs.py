@@ -362,7 +362,7 @@ class JobManager:
             self._finish(job, "cancelled", f"cancelled by {job.cancelled_by} while running")
 
     def _run_one(self, job: _Job, index: int, config: RunConfig, slot: Slot) -> RunOutcome:
-        heard_at, stalled = time.monotonic(), False
+        heard_at, stalled, spawned = time.monotonic(), False, False
 
         def on_progress(progress: Progress) -> None:
             nonlocal heard_at
@@ -381,6 +381,8 @@ class JobManager:
             return stalled
 
         def on_spawn(pid: int) -> None:
+            nonlocal heard_at, spawned
+            heard_at, spawned = time.monotonic(), True
             log.info("job %s run %d is process %d", job.id, index + 1, pid)  # for an admin who must find it
 
         try:
@@ -394,11 +396,13 @@ class JobManager:
             return _failed_outcome(config, f"the run could not start: {_one_line(err)}", "crashed")
         if stalled and outcome.status == "cancelled":
             log.warning("job %s run %d sent no progress for %.0f s: stopped", job.id, index + 1, self._silent_run_limit_s)
-            last = job.progress.phase if job.progress else "nothing yet"
-            return _failed_outcome(
-                config, f"the run reported no progress for {format_seconds(self._silent_run_limit_s)} (its last "
-                f"report: {last}) and was stopped as hung (the server's silent_run_limit_s)", "StalledError"
-            )
+            limit = format_seconds(self._silent_run_limit_s)
+            if not spawned:  # a Ray task the cluster never started: no node had a free GPU (or CPU) for it
+                error = f"the cluster did not start the run within {limit} (no free GPU or node), so it was given up"
+            else:
+                last = job.progress.phase if job.progress else "nothing yet"
+                error = f"the run reported no progress for {limit} (its last report: {last}) and was stopped as hung"
+            return _failed_outcome(config, f"{error} (the server's silent_run_limit_s)", "StalledError")
         return outcome
 
     def _probe_max_batch(self, job: _Job, slot: Slot) -> None:

@@ -316,6 +316,19 @@ def test_a_run_that_goes_silent_is_stopped_as_hung_and_the_queue_goes_on(make_ma
     assert manager.store.get_job(stuck).error == view.error
 
 
+def test_a_run_the_cluster_never_starts_is_given_up_saying_so(make_manager):
+    def never_scheduled(config, on_progress=None, should_cancel=None, on_spawn=None, env=None):
+        while not should_cancel():  # a Ray task waiting for a GPU no node has free: no spawn, no progress
+            time.sleep(0.01)
+        return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+
+    manager = make_manager(never_scheduled, silent_run_limit_s=0.3)
+    job = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).error == ("run 1 of 1 (fp32): the cluster did not start the run within 0.3 s (no free GPU "
+                                      "or node), so it was given up (the server's silent_run_limit_s)")
+
+
 def test_a_run_that_keeps_reporting_is_never_taken_for_hung(make_manager):
     manager = make_manager(ChattyRunner(seconds=1.5), silent_run_limit_s=0.5)
     job = manager.submit("a", run_spec(1))
