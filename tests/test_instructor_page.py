@@ -84,3 +84,17 @@ def test_presets_from_the_console_start_every_run_page(app):
     learner.switch_page("pages/run_experiment.py").run()
     assert learner.select_slider(key="run_epochs").value == 1
     assert learner.select_slider(key="run_batch_size").value == 128
+
+
+def test_a_learner_whose_job_waits_in_a_paused_queue_is_told_so(app):
+    from ui import session
+
+    manager = session._job_manager_for(session._settings_environment())
+    manager.pause()
+    me = app.session_state["amp_lab_learner"]
+    run = RunConfig(precision="fp32", epochs=1, batch_size=32, data="synthetic", subset=64, test_subset=32)
+    manager.submit(me.id, JobSpec("run", [run], label="my waiting run"))
+    open_page(app, "run_experiment")
+    assert any(line.startswith("Waiting in the queue at position 1: the instructor has paused the queue; it starts "
+                               "once they resume it.") for line in texts(app.info))
+    manager.resume()
