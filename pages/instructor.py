@@ -11,7 +11,7 @@ from trainer.errors import ConfigError
 from ui import exports, jobs, session
 from ui.charts import class_speedup_chart
 from ui.experiment import comparison_spec, experiment_choices, preset_problems, starting_values
-from ui.widgets import about, capacity_sentences, queue_caption
+from ui.widgets import about, capacity_sentences, queue_caption, settings_rows
 
 QUEUE_REFRESH_S = 5.0  # the console watches the room, not one job: a few seconds' delay is fine
 
@@ -108,3 +108,9 @@ with st.form("presets"):
     if clear.form_submit_button("Back to the settings' presets"):
         session.get_preset_store().clear()
         st.rerun()
+
+st.subheader("This server's limits")
+st.caption("Read when the app starts, from AMP_LAB_* variables or the TOML file named in AMP_LAB_CONFIG (README, "
+           "\"The instructor's limits\"): change them there and restart the app. Presets above this table cannot "
+           "go past them.")
+st.dataframe(settings_rows(settings), hide_index=True)

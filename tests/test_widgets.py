@@ -20,6 +20,7 @@ from ui.widgets import (
     queue_caption,
     run_modes,
     run_names,
+    settings_rows,
     waiting_line,
     when,
 )
@@ -128,6 +129,16 @@ def test_the_queue_caption_counts_the_workers_and_the_jobs_running_on_them():
     assert queue_caption(views, [], None) == (
         "This server has no worker now: the cluster it runs jobs on has no GPU (or node) for the class, so jobs "
         "wait until one joins. 2 jobs running, 1 waiting.")
+
+
+def test_the_consoles_limits_show_every_setting_and_no_secret():
+    from server.settings import Settings
+
+    rows = {row["setting"]: row for row in settings_rows(Settings(gpus=[0, 2], instructor_password="x" * 12))}
+    assert (rows["gpus"]["value"], rows["max_subset"]["value"], rows["ray_address"]["value"]) == ("0, 2", "none",
+                                                                                                  "(empty)")
+    assert rows["instructor_password"]["value"] == "set (hidden)"
+    assert rows["silent_run_limit_s"]["variable"] == "AMP_LAB_SILENT_RUN_LIMIT_S"
 
 
 def test_a_waiting_job_is_told_what_it_waits_for():

@@ -10,6 +10,7 @@ import streamlit as st
 from server.devices import Slot
 from server.instructor import Capacity
 from server.records import JobSpec, JobView
+from server.settings import Settings
 from trainer.comparison_table import format_seconds, precision_name
 from trainer.environment import HardwareReport
 from trainer.results import LAB_REFERENCE, RunResult, median_pair, speedup_interval, split_pairs
@@ -170,6 +171,20 @@ def waiting_line(position: int | None, wait_s: float | None, workers: int, pause
     if wait_s is None:
         return f"{where}; when it starts depends on jobs ahead whose length cannot be estimated yet."
     return f"{where}; it should start in {about(wait_s)}."
+
+
+def settings_rows(settings: Settings) -> list[dict]:
+    """The server's settings as the console shows them: today's limits beside the presets (a secret only as set or
+    not)."""
+    empty = {"gpus": "all", "max_queued_total": "none", "max_subset": "none"}
+
+    def shown(name: str, value) -> str:
+        if value is None or value == "":
+            return empty.get(name, "(empty)")
+        return ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+    return [{"setting": name, "value": shown(name, value), "variable": var, "meaning": meaning}
+            for name, var, value, meaning in settings.describe()]
 
 
 def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float | None) -> str:
