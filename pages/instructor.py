@@ -113,4 +113,4 @@ st.subheader("This server's limits")
 st.caption("Read when the app starts, from AMP_LAB_* variables or the TOML file named in AMP_LAB_CONFIG (README, "
            "\"The instructor's limits\"): change them there and restart the app. Presets above this table cannot "
            "go past them.")
-st.dataframe(settings_rows(settings), hide_index=True)
+st.table(settings_rows(settings), border="horizontal", hide_index=True)  # a static table: the meanings wrap

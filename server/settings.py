@@ -21,7 +21,7 @@ SETTINGS_HELP = {
     "max_batch_size": ("AMP_LAB_MAX_BATCH_SIZE", "largest batch size a learner may pick"),
     "max_queued_per_session": (
         "AMP_LAB_MAX_QUEUED_PER_SESSION",
-        "jobs one browser session may have waiting or running at once",
+        "jobs one learner may have waiting or running at once (all their tabs together)",
     ),
     "max_queued_total": (
         "AMP_LAB_MAX_QUEUED_TOTAL",
