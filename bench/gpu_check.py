@@ -33,7 +33,7 @@ from bench.run_bench import Row, format_table, format_targets
 from server.batch_probe import PROBE_CEILING, PROBE_START, probe_max_batch
 from trainer.child_process import REPO_ROOT, ChildProcessError
 from trainer.config import PRECISIONS, RunConfig
-from trainer.errors import CancelledError, TrainerError
+from trainer.errors import CancelledError, TrainerError, one_line
 from trainer.isolated import run_isolated
 from trainer.results import MEMORY_LABELS, RunResult, compare
 
@@ -175,7 +175,7 @@ class Kit:
             except StepTimeout as err:
                 status, reason = "timed out", str(err)
             except Exception as err:  # a step's own bug must not stop the steps after it
-                status, reason = "failed", _one_line(err)
+                status, reason = "failed", one_line(err)
                 record.data["traceback"] = traceback.format_exc().splitlines()[-12:]
             record.duration_s = round(time.monotonic() - started, 1)
             self.finish(record, status, reason)
@@ -670,12 +670,7 @@ def _worst(rows: list[dict]) -> tuple[str, str | None]:
 
 def _tail(text: str) -> str:
     lines = [line for line in (text or "").strip().splitlines() if line.strip()]
-    return _one_line(lines[-1]) if lines else "no output"
-
-
-def _one_line(err) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
+    return one_line(lines[-1]) if lines else "no output"
 
 
 def _now() -> str:

@@ -28,7 +28,7 @@ from server.settings import Settings
 from trainer.capabilities import DeviceFacts, mode_support, resolve_device_type
 from trainer.comparison_table import format_seconds
 from trainer.config import RunConfig
-from trainer.errors import ConfigError, TrainerError
+from trainer.errors import ConfigError, TrainerError, one_line
 from trainer.isolated import PrestartedRunner, RunOutcome
 from trainer.progress import Progress
 
@@ -324,7 +324,7 @@ class JobManager:
             except Exception as err:  # the worker must outlive any job, whatever goes wrong in it
                 log.exception("job %s failed inside the job manager", job.id)
                 with self._cond:
-                    self._finish(job, "failed", f"internal error in the job queue: {_one_line(err)}")
+                    self._finish(job, "failed", f"internal error in the job queue: {one_line(err)}")
             finally:
                 with self._cond:
                     self._running.pop(job.id, None)
@@ -393,7 +393,7 @@ class JobManager:
             return _failed_outcome(config, str(err), type(err).__name__)
         except Exception as err:
             log.exception("runner raised for job %s", job.id)
-            return _failed_outcome(config, f"the run could not start: {_one_line(err)}", "crashed")
+            return _failed_outcome(config, f"the run could not start: {one_line(err)}", "crashed")
         if stalled and outcome.status == "cancelled":
             log.warning("job %s run %d sent no progress for %.0f s: stopped", job.id, index + 1, self._silent_run_limit_s)
             limit = format_seconds(self._silent_run_limit_s)
@@ -421,7 +421,7 @@ class JobManager:
             found, note = None, f"the largest-batch search stopped: {err}"
         except Exception as err:
             log.exception("max-batch probe failed for job %s", job.id)
-            found, note = None, f"the largest-batch search failed: {_one_line(err)}"
+            found, note = None, f"the largest-batch search failed: {one_line(err)}"
         with self._cond:
             if found is not None:
                 job.extras["max_batch"] = dict(found)
@@ -541,11 +541,6 @@ class JobManager:
 
 def _done(job: _Job) -> bool:
     return job.status in FINISHED_STATUSES
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text if len(text) <= 300 else text[:297] + "..."
 
 
 def _failed_outcome(config: RunConfig, error: str, kind: str) -> RunOutcome:

@@ -104,7 +104,8 @@ def test_a_child_that_reports_and_then_hangs_is_stopped_and_its_worker_freed():
 
 
 def test_a_crash_message_stays_one_short_line_however_long_the_childs_last_line():
-    from trainer.isolated import LAST_MESSAGE_CHARS, _crash_outcome
+    from trainer.errors import ONE_LINE_CHARS as LAST_MESSAGE_CHARS
+    from trainer.isolated import _crash_outcome
 
     outcome = _crash_outcome(TINY, 1, ["Traceback ...", "RuntimeError: " + "x" * 5000, "   "])
     assert outcome.error.startswith("the training process exited with status 1 without a result; last message: "

@@ -3,6 +3,18 @@
 import sys
 
 
+ONE_LINE_CHARS = 300  # the longest error line a learner is shown (a child's last stderr line can be pages long)
+
+
+def one_line(what: object, limit: int = ONE_LINE_CHARS) -> str:
+    """An error (or any text) as one line of at most `limit` characters; an exception without a message is named
+    by its type."""
+    text = " ".join(str(what).split())
+    if not text and isinstance(what, BaseException):
+        text = type(what).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class TrainerError(Exception):
     """Base for every user-facing failure of the trainer."""
 

@@ -24,14 +24,13 @@ from pathlib import Path
 from typing import Callable
 
 from trainer.config import RunConfig
-from trainer.errors import TrainerError
+from trainer.errors import TrainerError, one_line
 from trainer.progress import Progress
 from trainer.results import RunResult
 
 POLL_INTERVAL_S = 0.1
 TERMINATE_GRACE_S = 3.0
 STDERR_LINES_KEPT = 40
-LAST_MESSAGE_CHARS = 300  # of a crashed child's last stderr line, in its one-line error
 PARENT_POLL_S = 0.2
 _PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
@@ -216,9 +215,7 @@ def _crash_outcome(config: RunConfig, returncode: int, stderr_tail) -> RunOutcom
             how += " (for example when the machine ran out of memory)"
     else:
         how = f"exited with status {returncode} without a result"
-    last = " ".join(next((line for line in reversed(stderr_tail) if line.strip()), "").split())
-    if len(last) > LAST_MESSAGE_CHARS:  # one line for a learner, however long the child's last line was
-        last = last[:LAST_MESSAGE_CHARS - 3] + "..."
+    last = one_line(next((line for line in reversed(stderr_tail) if line.strip()), ""))
     message = f"the training process {how}" + (f"; last message: {last}" if last else "")
     return RunOutcome(config, "failed", error=message, error_kind="crashed")
 

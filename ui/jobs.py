@@ -8,7 +8,7 @@ import streamlit as st
 from server.records import JobSpec, JobView
 from trainer.errors import TrainerError
 from ui import session
-from ui.widgets import about, run_names, run_progress_text, waiting_line
+from ui.widgets import run_names, run_progress_text, waiting_line
 
 FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
 
