@@ -3,7 +3,8 @@
 #                (make run ADDRESS=0.0.0.0 PORT=8080 to serve a class)
 #   make test    same set-up plus requirements-cluster.txt (Ray) and requirements-auth.txt (OIDC sign-in), then
 #                the import layers, unit tests, app tests, the GPU kit's quick CPU run and the browser tests;
-#                stops at the first failing stage
+#                stops at the first failing stage; each stage prints its 15 slowest tests
+#   make test-fast            the inner loop: the import layers and the unit tests not marked slow (under 2 minutes)
 #   make gpu-check            the GPU acceptance kit on this machine's GPU (docs/gpu-check.md), into artifacts/gpu-check
 #   make gpu-check GPU_CHECK_ARGS="--device cpu --quick"     the same kit's wiring on a CPU, in a few minutes
 #   make gpu-check PY=python3 a machine with its own torch and no .venv (nothing is installed then)
@@ -21,13 +22,15 @@ INSTALLED := $(VENV)/.installed-requirements.txt
 INSTALLED_CLUSTER := $(VENV)/.installed-requirements-cluster.txt
 # The same for the optional sign-in stack (Authlib, httpx2), which only `make test` installs (so CI tests st.login).
 INSTALLED_AUTH := $(VENV)/.installed-requirements-auth.txt
-APP_TESTS := tests/test_pages.py tests/test_learn_pages.py
+APP_TESTS := tests/pages
 BROWSER_TESTS := tests/browser
-KIT_TESTS := tests/test_gpu_check.py
+KIT_TESTS := tests/bench/test_gpu_check.py
+UNIT_TESTS := tests --ignore=$(BROWSER_TESTS) --ignore=$(APP_TESTS) --ignore=$(KIT_TESTS)
+DURATIONS := --durations=15
 GPU_CHECK_OUT ?= artifacts/gpu-check
 GPU_CHECK_ARGS ?= --device cuda
 
-.PHONY: run test install install-cluster install-auth gpu-check
+.PHONY: run test test-fast install install-cluster install-auth gpu-check
 
 run: install
 	$(PY) serve.py --server.address $(ADDRESS) --server.port $(PORT)
@@ -36,16 +39,22 @@ test: install install-cluster install-auth
 	@echo "==> import layers (.importlinter)"
 	$(VENV)/bin/lint-imports
 	@echo "==> unit tests"
-	$(PYTEST) tests --ignore=$(BROWSER_TESTS) $(addprefix --ignore=,$(APP_TESTS) $(KIT_TESTS))
+	$(PYTEST) $(UNIT_TESTS) $(DURATIONS)
 	@echo "==> app tests"
-	$(PYTEST) $(APP_TESTS)
+	$(PYTEST) $(APP_TESTS) $(DURATIONS)
 	@echo "==> GPU kit, quick run on the CPU (python -m bench.gpu_check --device cpu --quick)"
 	rm -rf artifacts/gpu-check-cpu
 	$(PY) -m bench.gpu_check --out artifacts/gpu-check-cpu --device cpu --quick
-	GPU_CHECK_OUT=artifacts/gpu-check-cpu $(PYTEST) $(KIT_TESTS)
+	GPU_CHECK_OUT=artifacts/gpu-check-cpu $(PYTEST) $(KIT_TESTS) $(DURATIONS)
 	@echo "==> browser tests"
-	$(PYTEST) $(BROWSER_TESTS)
+	$(PYTEST) $(BROWSER_TESTS) $(DURATIONS)
 	@echo "==> all test suites passed"
+
+test-fast: install install-cluster install-auth
+	@echo "==> import layers (.importlinter)"
+	$(VENV)/bin/lint-imports
+	@echo "==> unit tests not marked slow"
+	$(PYTEST) $(UNIT_TESTS) -m "not slow" $(DURATIONS)
 
 # With PY given on the command line (a GPU machine's own python3 and torch), nothing is installed first.
 gpu-check: $(if $(filter command line,$(origin PY)),,install)

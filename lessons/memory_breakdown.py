@@ -4,7 +4,7 @@ Every component is the size of real tensors found during a real step (parameters
 buffers, and, through saved-tensor hooks, what autograd keeps for the backward pass), and the totals come from
 the allocator itself: on the CPU every allocation and free the allocator reports to PyTorch's profiler, on a GPU
 the caching allocator's statistics and nvidia-smi's figure for the process. The components at the end of the
-forward pass add up to the allocator's live bytes there (tests/test_lessons_memory_breakdown.py checks it).
+forward pass add up to the allocator's live bytes there (tests/lessons/test_memory_breakdown.py checks it).
 
 Run it in a fresh process (`python -m lessons.memory_breakdown`, which the page does): the CPU profiler counts
 every thread's allocations, and on a GPU only a fresh process shows the CUDA context as nvidia-smi sees it.

@@ -1,4 +1,4 @@
-"""Everyday torch.amp patterns, each one function: the Recipe page shows its source, tests/test_lessons_recipes.py
+"""Everyday torch.amp patterns, each one function: the Recipe page shows its source, tests/lessons/test_recipes.py
 runs it on the CPU. `device_type` and `dtype` are arguments so the same code runs on "cuda" with float16 (the lab)
 and in the tests on "cpu"; a GradScaler is made enabled only for float16, as in the trainer.
 """

@@ -55,7 +55,7 @@ st.markdown(
 The lab's three changes (autocast around the forward pass, a GradScaler, `scaler.step` and `scaler.update`) are
 the core. Real training code does a few more things, and each has one right way to combine with AMP. Every
 function below is the code itself, from `lessons/recipes.py`, and the project's tests run each one on a CPU
-(`tests/test_lessons_recipes.py`). `device_type` and `dtype` are arguments: `"cuda"` with `torch.float16` as in the
+(`tests/lessons/test_recipes.py`). `device_type` and `dtype` are arguments: `"cuda"` with `torch.float16` as in the
 lab, `"cpu"` with `torch.bfloat16` on a CPU. Make the scaler enabled only for float16, and the same loop serves all:
 """
 )

@@ -1,0 +1,43 @@
+import time
+
+import pytest
+from tests.server.test_jobs import ok_outcome
+
+from bench.class_sim import RunLog, main, simulate
+from server.devices import Slot
+
+
+def slow_runner(config, on_spawn=None, **kwargs):
+    on_spawn(1234)
+    time.sleep(0.2)
+    return ok_outcome(config)
+
+
+def test_overlap_is_counted_from_the_runs_own_spans():
+    log = RunLog(slow_runner)
+    log.spans = [(0.0, 2.0), (1.0, 3.0), (2.0, 4.0), (2.5, 2.6)]
+    assert log.max_concurrent() == 3  # at 2.5: the second, third and fourth; the first ended at 2.0
+
+
+@pytest.mark.slow
+def test_a_simulated_class_on_two_workers_finishes_with_two_runs_at_once(tmp_path):
+    figures = simulate(3, slow_runner, [Slot("a"), Slot("b")], "local", str(tmp_path), timeout_s=30)
+    assert {k: figures[k] for k in ("learners", "submitted", "finished", "failed", "lost", "duplicated")} == {
+        "learners": 3, "submitted": 3, "finished": 3, "failed": 0, "lost": 0, "duplicated": 0,
+    }
+    assert figures["max_concurrent_runs"] == 2 and figures["workers"] == 2 and figures["makespan_s"] > 0.4
+
+
+@pytest.mark.slow
+def test_the_simulated_workers_follow_the_cluster_as_in_the_app(tmp_path):
+    figures = simulate(3, slow_runner, None, "ray", str(tmp_path), timeout_s=30,
+                       cluster_slots=lambda: [Slot("ray 0"), Slot("ray 1")])
+    assert (figures["finished"], figures["workers"], figures["max_concurrent_runs"]) == (3, 2, 2)
+
+
+@pytest.mark.parametrize("argv", [["--nodes", "2"], ["--backend", "ray", "--nodes", "0"],
+                                  ["--backend", "ray", "--nodes", "2", "--ray-address", "10.0.0.1:6379"]])
+def test_nodes_is_only_for_a_local_ray_cluster(argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2

@@ -1,0 +1,404 @@
+"""AppTest for the four learn pages (number formats, loss scaling, autocast, when AMP pays), through app.py."""
+
+import re
+import time
+from pathlib import Path
+
+import pytest
+from tests.app_testing import APP, app, app_on_server, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
+from tests.ui_fixtures import make_result
+
+from lessons.number_formats import encode_all
+from lessons.scaler_sim import ScalerSettings, simulate_gradients
+from server.history import HistoryStore
+from server.records import JobSpec, JobView
+from trainer.config import RunConfig
+from trainer.isolated import RunOutcome
+from ui.reference import load_references
+
+
+@pytest.fixture(autouse=True)
+def jobs_on_the_cpu(monkeypatch):
+    """Pinned, so that the CPU captions and probe_max_batch=False hold on a GPU machine too (auto would be cuda)."""
+    monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
+
+def save_finished_job(state_dir: Path, kind: str, label: str, results, session: str = "another-learner") -> str:
+    """A finished job in the server's history, as the job manager would have written it."""
+    outcomes = [RunOutcome(config=RunConfig.from_dict(r.config), status="ok", result=r) for r in results]
+    now = time.time()
+    job = JobView(
+        id=f"{kind}-{label}".replace(" ", "-"), session_id=session, kind=kind, label=label, status="done",
+        queue_position=None, estimated_wait_s=None, current_run=len(results) - 1, progress=None, live_losses=[],
+        outcomes=outcomes, error=None, spec=JobSpec(kind, [o.config for o in outcomes], label), created_at=now,
+        started_at=now, finished_at=now + 1, extras={"device_type": "cpu"},
+    )
+    HistoryStore(state_dir / "history.sqlite3").save_job(job)
+    return job.id
+
+
+@pytest.mark.slow
+def test_number_formats_page_shows_bits_and_ranges(app):
+    open_page(app, "number_formats")
+    assert app.title[0].value == "Number formats: from fp32 to fp8"
+    markdown = "".join(texts(app.markdown))
+    shown = re.sub(r"<[^>]+>", "", markdown)  # the coloured spans around each bit field
+    for layout in encode_all(0.1):
+        assert layout.bit_string in shown
+    assert "stores `0.0999755859375`" in markdown
+    assert len(charts(app)) == 1
+    assert "of the nonzero gradient values would become exactly zero" not in " ".join(markdown.split())
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    markdown = " ".join(" ".join(texts(app.markdown)).split())
+    assert "of the nonzero gradient values would become exactly zero" in markdown
+    assert "Your guess: **10.00%** · measured: **0." in markdown
+
+    app.text_input[0].input("70000").run()
+    assert not app.exception
+    assert "**overflow**" in "".join(texts(app.markdown))
+    app.text_input[0].input("1e-40").run()
+    markdown = "".join(texts(app.markdown))
+    assert "**underflow**" in markdown and "*subnormal*" in markdown
+    app.text_input[0].input("500").run()
+    assert "**saturated**" in "".join(texts(app.markdown))  # fp8 e4m3 clamps to 448
+    app.text_input[0].input("one third").run()
+    assert texts(app.error) == ["'one third' is not a number: type something like 0.1, 1e-5, 1/3 or 2^-24"]
+    # An invalid number hides only its own rows: the ladder, the ranges chart and the next link stay.
+    assert len(charts(app)) == 1 and any("Next: underflow" in link.label for link in app.get("page_link"))
+    ladder = app.dataframe[0].value
+    assert list(ladder["format"]) == ["fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"]
+    assert list(ladder["largest"])[-2:] == ["448", "5.734e+04"]
+
+
+@pytest.mark.slow
+def test_loss_scaling_page_scales_gradients_and_simulates(app):
+    open_page(app, "loss_scaling")
+    assert app.title[0].value == "Underflow and loss scaling"
+    labels = [m.label for m in app.metric]
+    assert labels == ["become zero in fp16", "only subnormal (fewer bits)", "overflow to inf"]
+    unscaled = app.metric[1].value
+    app.select_slider[0].set_value(16).run()
+    assert not app.exception
+    assert app.metric[1].value != unscaled  # scaling lifted values out of the subnormal range
+    assert any("No finished amp-fp16 run" in i for i in texts(app.info))
+    assert "Run a tiny amp-fp16 run" in [b.label for b in app.button]
+    assert any("overflow first" in c for c in texts(app.caption))
+    assert any("Next: where the memory goes" in link.label for link in app.get("page_link"))
+    # The simulator's defaults: gradients of 2, scale 2^16, growth every 100 good steps, a spike at step 250.
+    trace = simulate_gradients([2.0] * 400, ScalerSettings(growth_interval=100), extra_inf_steps=[250])
+    assert trace.skipped_steps[:3] == [1, 2, 103]  # 2^16 and 2^15 overflow; each regrowth to 2^15 overflows again
+    expected = f"**{len(trace.skipped_steps)}** of 400 steps skipped; {len(trace.skipped_steps) - 1} of them"
+    assert any(m.startswith(expected) for m in texts(app.markdown))
+    spikes = next(t for t in app.text_input if t.label == "Extra steps with inf/NaN gradients")
+    spikes.input("abc").run()
+    assert any("is not a step number" in e for e in texts(app.error))
+
+
+@pytest.mark.slow
+def test_loss_scaling_page_plots_a_real_runs_scale_from_history(state_dir, app):
+    history = [{"step": s, "scale": 65536.0 if s < 3 else 32768.0} for s in range(1, 9)]
+    run = make_result("amp-fp16", loss_scale_history=history, skipped_step_numbers=[3], skipped_steps=1,
+                      total_steps=8)
+    save_finished_job(state_dir, "compare", "an fp16 comparison", [make_result("fp32"), run])
+    open_page(app, "loss_scaling")
+    assert app.selectbox[0].label == "Run"
+    assert any("skipped **1** of 8 steps: 3." in m for m in texts(app.markdown))
+    assert len(charts(app)) == 4  # histogram, scale sweep, real trace, simulated trace
+
+
+@pytest.mark.slow
+def test_loss_scaling_page_shows_a_real_ablation_beside_the_default_line(state_dir, app):
+    flat = [{"step": s, "scale": 65536.0} for s in range(1, 9)]
+    ablation_scales = [2.0**23, 2.0**22, 2.0**21, 2.0**21, 2.0**21, 2.0**21, 2.0**21, 2.0**22]
+    ablation = make_result("amp-fp16", loss_scale_history=[{"step": s, "scale": v} for s, v in enumerate(
+        ablation_scales, 1)], skipped_step_numbers=[1, 2, 3], skipped_steps=3, total_steps=8,
+        config={"loss_scale_init": 2.0**24, "loss_scale_growth_interval": 5})
+    save_finished_job(state_dir, "run", "a default fp16 run", [make_result("amp-fp16", loss_scale_history=flat,
+                                                                           total_steps=8)])
+    save_finished_job(state_dir, "run", "scaler ablation", [ablation])
+    open_page(app, "loss_scaling")
+    assert len(charts(app)) == 5  # histogram, scale sweep, the chosen real trace, the ablation beside the default
+    markdown = " ".join(texts(app.markdown))
+    assert "**3** of 8 steps skipped (steps 1, 2, 3); the scale was halved 3 times and doubled once" in markdown
+    assert "the default's line stays flat at 65,536" in markdown
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert any("Your guess: **4** · measured: **3**" in m for m in texts(app.markdown))
+
+
+@pytest.mark.slow
+def test_loss_scaling_page_queues_the_ablation(app):
+    open_page(app, "loss_scaling")
+    next(b for b in app.button if b.label == "Run the scaler ablation").click().run()
+    assert not app.exception
+    from ui import session
+
+    manager = session._job_manager_for(session._settings_environment())
+    job = manager.get(app.session_state["loss_scaling_ablation_job"])
+    config = job.spec.runs[0]
+    assert (config.precision, config.loss_scale_init, config.loss_scale_growth_interval) == ("amp-fp16", 2.0**24, 5)
+    assert manager.cancel(job.id, app.session_state["amp_lab_learner"].id)
+
+
+@pytest.mark.slow
+def test_loss_scaling_page_queues_the_tiny_run(app):
+    open_page(app, "loss_scaling")
+    next(b for b in app.button if b.label == "Run a tiny amp-fp16 run").click().run()
+    assert not app.exception
+    job_id = app.session_state["loss_scaling_tiny_job"]
+    from ui import session
+
+    manager = session._job_manager_for(session._settings_environment())
+    job = manager.get(job_id)
+    assert job.spec.runs[0].precision == "amp-fp16" and job.spec.runs[0].subset == 1024
+    assert manager.cancel(job_id, app.session_state["amp_lab_learner"].id)
+
+
+def test_autocast_page_tables_every_mode(app):
+    open_page(app, "autocast_layers")
+    assert app.title[0].value == "Autocast, layer by layer"
+    assert len(app.dataframe) == 1  # the per-mode tables wait for a guess; the op lists do not
+    next(b for b in app.button if b.label == "Just show me").click().run()
+    assert any("No guess this time. Measured: **9**" in m for m in texts(app.markdown))
+    assert len(app.dataframe) == 6  # five modes, then the measured op lists
+    ops = app.dataframe[5].value.set_index("op")
+    assert ops.loc["conv2d", "on cpu"] == "low precision" and ops.loc["cross_entropy", "on cpu"] == "fp32"
+    assert ops.loc["softmax", "on cpu"] == "follows its input" and ops.loc["softmax", "CUDA has an autocast rule"] == "yes"
+    assert any("Next: number formats" in link.label for link in app.get("page_link"))
+    captions = texts(app.caption)
+    assert "logits: bfloat16 · loss: float32" in captions
+    assert "logits: float16 · loss: float16" in captions
+    assert any("stores its weight as float32 but computes in float16" in i for i in texts(app.info))
+    assert len(charts(app)) == 1
+
+
+@pytest.mark.slow
+def test_baseline_page_tells_tf32_per_setting(app):
+    open_page(app, "fp32_baseline")
+    table = app.dataframe[0].value.set_index("setting")
+    assert table.loc["the lab's script as written (PyTorch's defaults)", "GPU convolutions"] == "tf32"
+    assert table.loc["this app's fp32 and AMP modes (TF32 off)", "GPU convolutions"] == "ieee"
+    assert table.loc["this app's fp32-default mode (PyTorch's defaults, put back after the two above)",
+                     "GPU convolutions"] == "tf32"
+    assert any("Next: adding AMP" in link.label for link in app.get("page_link"))
+
+
+def test_baseline_page_predicts_the_fp32_throughput_then_shows_the_reference(app):
+    open_page(app, "fp32_baseline")
+    assert not any("Measured in a reference run" in c for c in texts(app.caption))
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    (demo,) = load_references(device_type="cpu", purpose="quick-demo")
+    measured = demo.baseline.steady_images_per_s
+    assert any(f"measured: **{measured:.0f} images/s**" in m for m in texts(app.markdown))
+    assert any(c.startswith(f"Measured in a reference run, not yours: {demo.label}") for c in texts(app.caption))
+
+
+@pytest.mark.slow
+def test_adding_amp_page_lists_cpu_autocast_ops_from_torch(app):
+    open_page(app, "adding_amp")
+    markdown = " ".join(" ".join(texts(app.markdown)).split())
+    assert "CPU autocast sends only `prod`, `cross_entropy`, `nll_loss`, `mse_loss`, `cdist`" in markdown
+    assert "`softmax`, `log_softmax`" in markdown and "accumulator" in markdown
+    assert any("Next: autocast, layer by layer" in link.label for link in app.get("page_link"))
+
+
+def test_when_amp_pays_page_without_history(app):
+    open_page(app, "when_amp_pays")
+    assert app.title[0].value == "When AMP pays off"
+    infos = texts(app.info)
+    assert any("No time breakdown" in i for i in infos) and any("No sweep on this server yet" in i for i in infos)
+    assert any("applies to GPUs" in c for c in texts(app.caption))
+    assert [b.label for b in app.button] == ["Measure where the time goes", "Queue the sweep", "Lock in my guess",
+                                             "Just show me"]
+    app.multiselect(key="sweep_batches").set_value([32, 64, 128, 256, 512, 1024, 2048]).run()
+    assert any("is 14 runs" in e for e in texts(app.error))
+
+
+def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
+    sweep = [make_result(p, config={"batch_size": b, "width": 1}, steady_images_per_s=ips)
+             for p, b, ips in (("fp32", 64, 100.0), ("amp-bf16", 64, 104.0),
+                               ("fp32", 256, 100.0), ("amp-bf16", 256, 150.0))]
+    save_finished_job(state_dir, "sweep", "sweep: fp32 vs amp-bf16", sweep)
+    breakdown = [make_result("fp32", config={"loader": loader}, data_wait_s=wait, compute_s=2.0)
+                 for loader, wait in (("dataloader", 3.0), ("resident", 0.1))]
+    save_finished_job(state_dir, "breakdown", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
+    open_page(app, "when_amp_pays")
+    assert not any("**Verdict:**" in m for m in texts(app.markdown))  # the sweep waits for a guess
+    assert len(charts(app)) == 4  # breakdown; the reference sweep's throughput, memory, speedup
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    markdown = "".join(texts(app.markdown))
+    assert "how fast will amp-bf16 train at batch 256" in markdown
+    assert "Your guess: **1.50x** · measured: **1.50x** (spot on)" in markdown
+    assert "**Verdict:** On this machine, amp-bf16 pays off only at the largest batch tried, 256 (1.50x" in markdown
+    assert "With the lab's DataLoader, 60% of the training time went to waiting for data" in markdown
+    assert len(charts(app)) == 7  # breakdown, throughput, memory, speedup; and the reference's three
+    assert len(app.dataframe) == 2
+
+
+def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
+    open_page(app, "when_amp_pays")  # the server is up, so the job below stays "running" in its history
+    done = [make_result(p, config={"batch_size": b, "width": 1}, steady_images_per_s=ips)
+            for p, b, ips in (("fp32", 64, 100.0), ("amp-bf16", 64, 150.0), ("fp32", 256, 100.0))]
+    job_id = save_finished_job(state_dir, "sweep", "sweep: running", done)
+    store = HistoryStore(state_dir / "history.sqlite3")
+    job = store.get_job(job_id)
+    job.status, job.finished_at = "running", None
+    job.spec.runs.append(RunConfig(precision="amp-bf16", batch_size=256))
+    store.save_job(job)
+    app.run()
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    markdown = "".join(texts(app.markdown))
+    assert "The answer appears once batch 256 has run in both modes." in markdown
+    assert "**Verdict:** No verdict: only 3 of 4 runs are in" in markdown and "pays off" not in markdown
+
+
+def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run(app):
+    open_page(app, "when_amp_pays")
+    expander = next(e for e in app.expander if e.label.startswith("Reference sweep"))
+    assert expander.label == "Reference sweep recorded on a CPU like this one (not your runs)"
+    assert not charts(app)  # the reference's numbers wait for a guess
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    sweep = load_references(device_type="cpu", purpose="sweep")
+    largest = max(sweep, key=lambda r: r.baseline.config["batch_size"])
+    measured = largest.candidate.steady_images_per_s / largest.baseline.steady_images_per_s
+    markdown = "".join(texts(app.markdown))
+    assert (f"Reference recorded on {largest.label.split(' · ')[0]}, not your run: how fast will amp-bf16 train "
+            f"at batch {largest.baseline.config['batch_size']}") in markdown
+    assert f"Your guess: **1.50x** · measured: **{measured:.2f}x**" in markdown
+    assert "**Reference sweep** (not your runs)" in markdown and "**Verdict:**" not in markdown
+    assert len(charts(app)) == 3 and len(app.dataframe) == 1
+    assert sum(c.startswith("Reference: AMD EPYC") for c in texts(app.caption)) == len(sweep) >= 2
+
+
+def test_when_amp_pays_without_a_reference_asks_about_the_sweep_set_up(app, monkeypatch):
+    monkeypatch.setattr("ui.reference.load_references", lambda **_: [])
+    open_page(app, "when_amp_pays")
+    assert not any(e.label.startswith("Reference sweep") for e in app.expander)
+    app.multiselect(key="sweep_batches").set_value([32, 64]).run()
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    markdown = "".join(texts(app.markdown))
+    assert "In the sweep set up above: how fast will amp-bf16 train at batch 64" in markdown
+    assert "Your guess: **1.50x**. Queue the sweep above to check" in markdown
+
+
+def test_when_amp_pays_page_queues_a_sweep(app):
+    open_page(app, "when_amp_pays")
+    app.multiselect(key="sweep_batches").set_value([32]).run()
+    next(b for b in app.button if b.label == "Queue the sweep").click().run()
+    assert not app.exception
+    job_id = app.session_state["when_amp_pays_sweep_job"]
+    from ui import session
+
+    manager = session._job_manager_for(session._settings_environment())
+    job = manager.get(job_id)
+    assert job.kind == "sweep" and [r.precision for r in job.spec.runs] == ["fp32", "amp-bf16"]
+    assert job.spec.probe_max_batch is False
+    assert manager.cancel(job_id, app.session_state["amp_lab_learner"].id)
+
+
+@pytest.mark.slow
+def test_memory_page_predicts_then_shows_the_measured_breakdown(app):
+    app.query_params["batch"] = "8"
+    open_page(app, "memory")
+    assert app.title[0].value == "Where the memory goes"
+    assert app.select_slider[0].value == 8
+    assert not charts(app)  # the answer waits for a guess
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert not app.exception
+    assert any("Your guess: **40%** · measured: **" in m for m in texts(app.markdown))
+    table = app.dataframe[0].value.set_index("component")
+    assert table.loc["saved activations: int64 (max-pool indices)", "fp32"] == table.loc[
+        "saved activations: int64 (max-pool indices)", "amp-bf16"]
+    assert any("in both modes" in m for m in texts(app.markdown))
+    assert any(c.startswith("Check: at the end of the forward pass") for c in texts(app.caption))
+    assert len(charts(app)) == 1
+    assert any("Next: run the experiment" in link.label for link in app.get("page_link"))
+
+
+@pytest.mark.slow
+def test_memory_page_measures_the_batch_sweep_on_request(request, monkeypatch):
+    monkeypatch.setenv("AMP_LAB_MAX_BATCH_SIZE", "32")  # the sweep's tiny batches only: 8 and 32
+    at = request.getfixturevalue("app")
+    at.query_params["batch"] = "8"
+    open_page(at, "memory")
+    next(b for b in at.button if b.label == "Lock in my guess").click().run()
+    assert len(charts(at)) == 1  # the step's breakdown; the sweep waits for its button
+    next(b for b in at.button if b.label == "Measure at batch sizes 8, 32").click().run()
+    assert not at.exception and not at.error, texts(at.error)
+    assert len(charts(at)) == 2
+    (dataset,) = charts(at)[1].proto.datasets
+    points = convert_arrow_bytes_to_pandas_df(dataset.data.data).to_dict("records")
+    assert sorted((p["precision"], p["batch_size"]) for p in points) == [
+        ("amp-bf16", 8), ("amp-bf16", 32), ("fp32", 8), ("fp32", 32)]
+    assert all(p["bytes"] > 0 for p in points)
+    saved = {p["batch_size"]: p["saving"] for p in points if p["precision"] == "amp-bf16"}
+    assert f"batch 8: {saved[8]:.0%} less · batch 32: {saved[32]:.0%} less" in texts(at.markdown)
+
+
+def test_recipe_page_shows_every_tested_snippet(app):
+    open_page(app, "recipe")
+    assert app.title[0].value == "The recipe: AMP in your own training code"
+    from lessons.recipes import RECIPES
+
+    assert [h.value for h in app.subheader][: len(RECIPES)] == [title for title, _ in RECIPES]
+    code = "\n".join(c.value for c in app.code)
+    assert "scaler.unscale_(optimizer)" in code and "binary_cross_entropy_with_logits" in code
+    assert "scaler.state_dict()" in code and "torch.inference_mode()" in code
+    assert any("Next: run a comparison of your own" in link.label for link in app.get("page_link"))
+
+
+def test_recipe_page_predicts_what_unscale_changes_then_checks_it_by_running_the_recipe(request):
+    at = open_page(request.getfixturevalue("app"), "recipe")
+    assert any("`scaler.unscale_(optimizer)`?" in m for m in texts(at.markdown))
+    assert not any(c.startswith("Measured by running the clipping recipe") for c in texts(at.caption))
+    at.slider(key="predict-recipe-unscale-slider").set_value(1000).run()
+    next(b for b in at.button if b.label == "Lock in my guess").click().run()
+    assert not at.exception
+    from lessons.recipes import norms_around_unscale
+
+    scaled, unscaled, scale = norms_around_unscale()
+    assert scale == 65536.0 and round(scaled / unscaled) == 65536  # unscale_ divides by the scale, exactly
+    markdown = " ".join(texts(at.markdown))
+    assert "Your guess: **1000x** · measured: **65536x** (off: the measured value is higher than your guess)" in markdown
+    (caption,) = [c for c in texts(at.caption) if c.startswith("Measured by running the clipping recipe")]
+    assert f"sees {scaled:,.1f} before `unscale_` and {unscaled:.3f} after it" in caption
+
+
+def test_when_amp_pays_names_both_sources_of_the_gain_and_links_the_recipe(app):
+    open_page(app, "when_amp_pays")
+    markdown = " ".join(" ".join(texts(app.markdown)).split())
+    assert "It does not halve the arithmetic" in markdown and "move half the bytes" in markdown
+    assert any("Next: the recipe" in link.label for link in app.get("page_link"))
+
+
+@pytest.fixture
+def app_with_limits(app_on_server):
+    """The app on a server whose instructor allows batches of at most 16 and 100 training images."""
+    return app_on_server(MAX_BATCH_SIZE="16", MAX_SUBSET="100")
+
+
+def test_when_amp_pays_follows_a_strict_servers_limits(app_with_limits):
+    open_page(app_with_limits, "when_amp_pays")
+    assert app_with_limits.select_slider(key="breakdown_batch").options == ["16"]
+    assert app_with_limits.multiselect(key="sweep_batches").options == ["16"]
+    # 16 images x 10 steps is over the 100-image limit: said on the page, before anything is queued
+    assert any("100" in e and "subset" in e for e in texts(app_with_limits.error)), texts(app_with_limits.error)
+
+
+@pytest.mark.slow
+def test_the_tiny_fp16_run_stays_within_a_strict_servers_limits(app_with_limits):
+    from ui import session
+
+    open_page(app_with_limits, "loss_scaling")
+    button = next((b for b in app_with_limits.button if b.label == "Run a tiny amp-fp16 run"), None)
+    if button is None:
+        pytest.skip("the page offers no tiny run here (a finished amp-fp16 run is already shown)")
+    button.click().run()
+    assert not app_with_limits.error, texts(app_with_limits.error)
+    manager = session._job_manager_for(session._settings_environment())
+    (job,) = manager.active_jobs_for(app_with_limits.session_state["amp_lab_learner"].id)
+    assert (job.spec.runs[0].batch_size, job.spec.runs[0].subset) == (16, 100)
+    manager.cancel(job.id, job.session_id)

@@ -1,0 +1,706 @@
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from server.devices import Slot
+from server.history import HistoryStore
+from server.jobs import JobManager
+from server.records import JobSpec
+from server.settings import Settings
+from trainer.config import RunConfig
+from trainer.errors import ConfigError
+from trainer.isolated import RunOutcome, run_isolated
+from trainer.progress import Progress
+from trainer.results import RunResult
+
+WAIT_S = 20.0
+
+
+def wait_until(predicate, timeout: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the job manager")
+        time.sleep(0.01)
+
+
+def ok_outcome(config: RunConfig) -> RunOutcome:
+    result = RunResult(
+        config=config.to_dict(),
+        environment={"device_type": "cpu"},
+        total_time_s=0.5,
+        epoch_times_s=[0.5],
+        steady_images_per_s=1000.0,
+        peak_memory={},
+        loss_history=[{"step": 1, "epoch": 1, "loss": 2.0}],
+        test_accuracy=0.1,
+        train_images=config.subset or 50_000,
+    )
+    return RunOutcome(config, "ok", result=result)
+
+
+class FakeRunner:
+    """Stands in for run_isolated: records calls and overlap; holds each run until released (if gated)."""
+
+    def __init__(self, gated: bool = False, fail_batch: int | None = None):
+        self.release = threading.Event()
+        if not gated:
+            self.release.set()
+        self.fail_batch = fail_batch
+        self.calls: list[RunConfig] = []
+        self.envs: list[dict] = []
+        self.active_on: dict[str, int] = {}  # CUDA_VISIBLE_DEVICES -> runs there now
+        self.max_active_on: dict[str, int] = {}
+        self.active = 0
+        self.max_active = 0
+        self.lock = threading.Lock()
+
+    def __call__(self, config, on_progress=None, should_cancel=None, on_spawn=None, env=None):
+        gpu = (env or {}).get("CUDA_VISIBLE_DEVICES", "")
+        with self.lock:
+            self.calls.append(config)
+            self.envs.append(dict(env or {}))
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self.active_on[gpu] = self.active_on.get(gpu, 0) + 1
+            self.max_active_on[gpu] = max(self.max_active_on.get(gpu, 0), self.active_on[gpu])
+        try:
+            on_spawn(4242)
+            on_progress(Progress("training", 1, 1, 1, 4, 1, 4, loss=2.5, images_per_s=900.0, eta_s=1.0))
+            while not self.release.wait(0.01):
+                if should_cancel():
+                    return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+            time.sleep(0.005)  # long enough that an overlapping run would be seen
+            if config.batch_size == self.fail_batch:
+                message = f"batch size {config.batch_size} does not fit in device memory; try a smaller batch"
+                return RunOutcome(config, "failed", error=message, error_kind="OutOfMemoryError")
+            return ok_outcome(config)
+        finally:
+            with self.lock:
+                self.active -= 1
+                self.active_on[gpu] -= 1
+
+    @property
+    def seeds(self) -> list[int]:
+        return [config.seed for config in self.calls]
+
+
+def compare_spec(seed: int = 0, batch_size: int = 64, **overrides) -> JobSpec:
+    runs = [
+        RunConfig(precision=p, epochs=1, batch_size=batch_size, data="synthetic", subset=256, seed=seed, **overrides)
+        for p in ("fp32", "amp-bf16")
+    ]
+    return JobSpec("compare", runs, label=f"job {seed}")
+
+
+def run_spec(seed: int = 0, **overrides) -> JobSpec:
+    values = {"epochs": 1, "batch_size": 64, "data": "synthetic", "subset": 256, "seed": seed, **overrides}
+    return JobSpec("run", [RunConfig(**values)])
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_session=2)
+
+
+@pytest.fixture
+def make_manager(settings):
+    managers = []
+
+    def make(runner, **kwargs):
+        kwargs.setdefault("device_type", "cpu")
+        manager = JobManager(settings, runner=runner, **kwargs)
+        managers.append(manager)
+        return manager
+
+    yield make
+    for manager in managers:
+        manager.shutdown(wait=True, timeout=WAIT_S)
+
+
+def test_jobs_run_one_at_a_time_in_fifo_order_across_sessions(make_manager):
+    runner = FakeRunner()
+    manager = make_manager(runner)
+    ids = [manager.submit(f"session-{n % 3}", run_spec(seed=n)) for n in range(6)]
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    assert runner.seeds == list(range(6))
+    assert runner.max_active == 1
+    assert all(manager.get(i).status == "done" for i in ids)
+
+
+def test_queued_jobs_see_their_position_and_an_estimated_wait(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    assert manager.wait_for_new_job() == (0, 0.0)
+    first = manager.submit("a", compare_spec(1))
+    wait_until(lambda: manager.get(first).progress is not None)
+    second = manager.submit("b", compare_spec(2))
+    third = manager.submit("c", run_spec(3))
+    running, next_up, last = manager.get(first), manager.get(second), manager.get(third)
+    assert running.queue_position is None and running.progress.images_per_s == 900.0
+    assert [list(points) for points in running.live_losses] == [[{"step": 1, "epoch": 1, "loss": 2.5}]]
+    assert (next_up.queue_position, last.queue_position) == (1, 2)
+    assert 0 < next_up.estimated_wait_s < last.estimated_wait_s
+    assert next_up.estimated_total_s > 0
+    assert manager.queue_length() == 2
+    ahead, wait = manager.wait_for_new_job()
+    assert ahead == 3 and wait > last.estimated_wait_s
+    runner.release.set()
+    wait_until(lambda: manager.get(third).status == "done")
+    assert manager.get(second).queue_position is None
+
+
+def test_a_session_may_have_only_so_many_jobs_waiting(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    first = manager.submit("a", run_spec(1))
+    manager.submit("a", run_spec(2))
+    with pytest.raises(ConfigError, match="you already have 2 jobs waiting or running; wait for one to finish or cancel it"):
+        manager.submit("a", run_spec(3))
+    manager.submit("b", run_spec(4))  # another session is not affected
+    assert manager.cancel(first, "a")
+    wait_until(lambda: manager.get(first).finished)
+    manager.submit("a", run_spec(5))
+
+
+def test_the_whole_queue_is_capped_with_one_line_that_gives_the_wait(make_manager, settings):
+    settings.max_queued_total = 2
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(running).status == "running")  # the running job is not waiting
+    manager.submit("b", run_spec(2))
+    manager.submit("c", run_spec(3))
+    with pytest.raises(ConfigError) as refused:
+        manager.submit("d", run_spec(4))
+    message = str(refused.value)
+    assert re.fullmatch(
+        r"the class queue is full: 2 jobs are waiting \(this server allows 2\) and the current wait is about "
+        r"\d+\.\d (s|min); try again later",
+        message,
+    ), message
+    runner.release.set()
+    wait_until(lambda: manager.queue_length() == 0)
+    manager.submit("d", run_spec(4))
+
+
+def test_cancel_a_queued_job(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", run_spec(1))
+    waiting = manager.submit("b", run_spec(2))
+    wait_until(lambda: manager.get(running).status == "running")
+    assert manager.cancel(waiting, "b")
+    view = manager.get(waiting)
+    assert view.status == "cancelled" and view.queue_position is None
+    assert manager.queue_length() == 0
+    assert not manager.cancel(waiting, "b")  # already over
+    runner.release.set()
+    wait_until(lambda: manager.get(running).finished)
+    assert runner.seeds == [1]
+    assert manager.store.get_job(waiting).status == "cancelled"
+
+
+def test_cancel_a_running_job_then_the_queue_goes_on(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", compare_spec(1))
+    after = manager.submit("b", run_spec(2))
+    wait_until(lambda: runner.calls)
+    assert manager.cancel(running, "a")
+    wait_until(lambda: manager.get(running).finished)
+    view = manager.get(running)
+    assert view.status == "cancelled" and "cancelled" in view.error
+    assert [o.status for o in view.outcomes] == ["cancelled"]  # the second run never started
+    runner.release.set()
+    wait_until(lambda: manager.get(after).finished)
+    assert manager.get(after).status == "done"
+
+
+def test_only_the_owner_can_cancel(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("owner", run_spec(1))
+    waiting = manager.submit("owner", run_spec(2))
+    assert not manager.cancel(running, "intruder")
+    assert not manager.cancel(waiting, "intruder")
+    assert not manager.cancel("not-a-job", "owner")
+    runner.release.set()
+    wait_until(lambda: manager.get(waiting).finished)
+    assert [manager.get(i).status for i in (running, waiting)] == ["done", "done"]
+
+
+def test_a_history_save_that_fails_in_any_way_does_not_stop_the_queue(make_manager, monkeypatch):
+    manager = make_manager(FakeRunner())
+    save = manager.store.save_job
+
+    def save_but_not_the_first_start(view):
+        if view.status == "running" and view.id == first:
+            raise RuntimeError("disk on fire")  # not a HistoryError: it killed the worker thread, for good
+        save(view)
+
+    monkeypatch.setattr(manager.store, "save_job", save_but_not_the_first_start)
+    manager.pause()
+    first, second = manager.submit("a", run_spec(1)), manager.submit("b", run_spec(2))
+    manager.resume()
+    wait_until(lambda: manager.get(second).finished)
+    assert manager.get(first).status == manager.get(second).status == "done"
+
+
+def test_a_finished_job_the_history_refused_is_saved_with_the_next_change(make_manager, monkeypatch):
+    manager = make_manager(FakeRunner())
+    save, refused = manager.store.save_job, []
+
+    def refuse_the_first_jobs_end(view):
+        if view.session_id == "a" and view.status == "done" and not refused:
+            refused.append(view.id)
+            raise OSError("disk full")
+        save(view)
+
+    monkeypatch.setattr(manager.store, "save_job", refuse_the_first_jobs_end)
+    first = manager.submit("a", run_spec(1))
+    wait_until(lambda: refused)
+    assert manager.store.get_job(first).status == "running"  # the store's copy is behind
+    second = manager.submit("b", run_spec(2))  # its first save also brings the first job's end to the history
+    wait_until(lambda: manager.get(second).finished)
+    assert manager.store.get_job(first).status == "done" and manager.store.get_job(first).outcomes
+
+
+def test_a_failed_run_fails_its_job_and_the_next_job_runs(make_manager):
+    runner = FakeRunner(fail_batch=4096)
+    manager = make_manager(runner)
+    failing = manager.submit("a", compare_spec(1, batch_size=4096))
+    after = manager.submit("b", run_spec(2))
+    wait_until(lambda: manager.get(after).finished)
+    view = manager.get(failing)
+    assert view.status == "failed"
+    assert view.error.startswith("run 1 of 2 (fp32): batch size 4096 does not fit in device memory")
+    assert len(view.outcomes) == 1 and view.outcomes[0].error_kind == "OutOfMemoryError"
+    assert manager.get(after).status == "done"
+    assert manager.store.get_job(failing).error == view.error
+
+
+class ChattyRunner(FakeRunner):
+    """A run that reports progress every 50 ms for `seconds`, then finishes."""
+
+    def __init__(self, seconds: float):
+        super().__init__()
+        self.seconds = seconds
+
+    def __call__(self, config, on_progress=None, should_cancel=None, on_spawn=None, env=None):
+        deadline = time.monotonic() + self.seconds
+        while time.monotonic() < deadline:
+            on_progress(Progress("training", 1, 1, 1, 4, 1, 4, images_per_s=900.0))
+            if should_cancel():
+                return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+            time.sleep(0.05)
+        return ok_outcome(config)
+
+
+def test_a_run_that_goes_silent_is_stopped_as_hung_and_the_queue_goes_on(make_manager):
+    hung = FakeRunner(gated=True)  # one progress report, then nothing until released: a stuck child
+    manager = make_manager(hung, silent_run_limit_s=0.5)
+    stuck = manager.submit("a", compare_spec(1))
+    wait_until(lambda: manager.get(stuck).finished)
+    view = manager.get(stuck)
+    assert view.status == "failed"
+    assert view.error == ("run 1 of 2 (fp32): the run reported no progress for 0.5 s (its last report: training) "
+                          "and was stopped as hung (the server's silent_run_limit_s)")
+    assert [o.error_kind for o in view.outcomes] == ["StalledError"]  # the second run never started
+    assert manager.store.get_job(stuck).error == view.error
+
+
+def test_a_run_the_cluster_never_starts_is_given_up_saying_so(make_manager):
+    def never_scheduled(config, on_progress=None, should_cancel=None, on_spawn=None, env=None):
+        while not should_cancel():  # a Ray task waiting for a GPU no node has free: no spawn, no progress
+            time.sleep(0.01)
+        return RunOutcome(config, "cancelled", error="the run was cancelled", error_kind="CancelledError")
+
+    manager = make_manager(never_scheduled, silent_run_limit_s=0.3)
+    job = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).error == ("run 1 of 1 (fp32): the cluster did not start the run within 0.3 s (no free GPU "
+                                      "or node), so it was given up (the server's silent_run_limit_s)")
+
+
+@pytest.mark.slow
+def test_a_run_that_keeps_reporting_is_never_taken_for_hung(make_manager):
+    manager = make_manager(ChattyRunner(seconds=1.5), silent_run_limit_s=0.5)
+    job = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).status == "done"
+
+
+def test_the_owners_cancel_is_still_a_cancel_under_the_watchdog(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner, silent_run_limit_s=60)
+    job = manager.submit("a", run_spec(1))
+    wait_until(lambda: runner.calls)
+    assert manager.cancel(job, "a")
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).status == "cancelled"
+
+
+def test_a_runner_that_raises_fails_only_its_job(make_manager):
+    calls = []
+
+    def runner(config, **callbacks):
+        calls.append(config.seed)
+        if config.seed == 1:
+            raise RuntimeError("spawn failed\nwith a second line")
+        return ok_outcome(config)
+
+    manager = make_manager(runner)
+    broken = manager.submit("a", run_spec(1))
+    fine = manager.submit("a", run_spec(2))
+    wait_until(lambda: manager.get(fine).finished)
+    assert manager.get(broken).status == "failed"
+    assert "spawn failed with a second line" in manager.get(broken).error
+    assert manager.get(fine).status == "done" and calls == [1, 2]
+
+
+def test_three_sessions_submitting_at_once_all_finish_in_order(make_manager, settings):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    barrier = threading.Barrier(3)
+    submitted: dict[int, list[str]] = {}
+
+    def learner(index: int) -> None:
+        barrier.wait()
+        submitted[index] = [manager.submit(f"session-{index}", run_spec(index * 10 + n)) for n in range(2)]
+
+    threads = [threading.Thread(target=learner, args=(i,)) for i in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    runner.release.set()
+    ids = [job_id for own in submitted.values() for job_id in own]
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    views = [manager.get(i) for i in ids]
+    assert len(set(ids)) == 6 and all(v.status == "done" and len(v.results) == 1 for v in views)
+    by_creation = [v.spec.runs[0].seed for v in sorted(views, key=lambda v: v.created_at)]
+    assert runner.seeds == by_creation  # executed in the order the queue accepted them
+    for index in range(3):
+        own = [seed for seed in runner.seeds if seed // 10 == index]
+        assert own == [index * 10, index * 10 + 1]
+    assert runner.max_active == 1
+    assert len(HistoryStore(settings.history_path).list_jobs()) == 6
+
+
+def test_history_survives_a_restart_and_unfinished_jobs_are_marked(make_manager, settings):
+    first = make_manager(FakeRunner())
+    done = first.submit("a", compare_spec(1))
+    wait_until(lambda: first.get(done).finished)
+    first.shutdown(wait=True)
+    # A job that a crashed process left "running" in the history.
+    gated = FakeRunner(gated=True)
+    crashed = make_manager(gated)
+    stranded = crashed.submit("a", run_spec(2))
+    wait_until(lambda: gated.calls)  # its last write before the run ends has happened
+
+    restarted = JobManager(settings, runner=FakeRunner(), device_type="cpu")
+    try:
+        assert restarted.interrupted_at_start == 1
+        old = restarted.get(done)
+        assert old.status == "done" and [r.precision for r in old.results] == ["fp32", "amp-bf16"]
+        lost = restarted.get(stranded)
+        assert lost.status == "failed" and "restart" in lost.error
+        assert {v.id for v in restarted.jobs_for_session("a")} == {done, stranded}
+        assert {r[0] for r in restarted.store.list_runs()} == {done}
+    finally:
+        restarted.shutdown(wait=True)
+
+
+def test_shutdown_records_running_and_waiting_jobs_as_interrupted(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", run_spec(1))
+    waiting = manager.submit("b", run_spec(2))
+    wait_until(lambda: manager.get(running).status == "running")
+    manager.shutdown(wait=True, timeout=WAIT_S)
+    for job_id in (running, waiting):
+        view = manager.store.get_job(job_id)
+        assert view.status == "failed" and "shut down" in view.error
+    with pytest.raises(ConfigError, match="shut down"):
+        manager.submit("c", run_spec(3))
+
+
+def test_submit_refuses_bad_specs_with_one_line(make_manager):
+    manager = make_manager(FakeRunner())
+    bad_specs = {
+        "needs 2 runs": JobSpec("compare", [RunConfig()]),
+        "unknown job kind": JobSpec("train-forever", [RunConfig()]),
+        "above this server's limit of 4096": run_spec(batch_size=8192),
+        "above this server's limit of 20": run_spec(epochs=21),
+        "unknown precision": run_spec(precision="fp8"),
+        "tf32 needs an NVIDIA GPU": run_spec(precision="tf32"),
+        "allowed only on a subset": JobSpec("run", [RunConfig(precision="amp-fp16", subset=None)]),
+        "at most 120 characters": JobSpec("run", [RunConfig(subset=256)], label="x" * 500),
+    }
+    for message, spec in bad_specs.items():
+        with pytest.raises(ConfigError, match=message) as caught:
+            manager.submit("a", spec)
+        assert "\n" not in str(caught.value)
+    assert manager.store.list_jobs() == []
+
+
+def test_the_instructors_paths_and_device_are_forced_on_every_run(make_manager, settings):
+    runner = FakeRunner()
+    manager = make_manager(runner)
+    job_id = manager.submit("a", run_spec(1, data_root="/etc", device="cuda"))
+    wait_until(lambda: manager.get(job_id).finished)
+    assert (runner.calls[0].data_root, runner.calls[0].device) == (settings.data_root, "cpu")
+    assert len(job_id) == 32 and int(job_id, 16) >= 0
+
+
+def test_a_sweep_probes_the_largest_batch_only_on_cuda(make_manager):
+    runs = [RunConfig(precision=p, epochs=1, subset=256) for p in ("fp32", "amp-fp16")]
+    sweep = JobSpec("sweep", runs, probe_max_batch=True)
+    on_cpu = make_manager(FakeRunner())
+    cpu_job = on_cpu.submit("a", JobSpec("sweep", sweep.runs[:1], probe_max_batch=True))
+    wait_until(lambda: on_cpu.get(cpu_job).finished)
+    assert "only on a CUDA GPU" in on_cpu.get(cpu_job).extras["max_batch_note"]
+
+    probed = []
+
+    def prober(base, precisions, should_cancel):
+        probed.append((base.precision, precisions, should_cancel()))
+        return {"fp32": 2048, "amp-fp16": 4096}
+
+    on_gpu = make_manager(FakeRunner(), device_type="cuda", prober=prober)
+    gpu_job = on_gpu.submit("a", sweep)
+    wait_until(lambda: on_gpu.get(gpu_job).finished)
+    view = on_gpu.get(gpu_job)
+    assert view.status == "done" and view.extras["max_batch"] == {"fp32": 2048, "amp-fp16": 4096}
+    assert probed == [("fp32", ["fp32", "amp-fp16"], False)]
+
+
+def tiny_real_config(precision: str) -> RunConfig:
+    return RunConfig(
+        precision=precision,
+        epochs=1,
+        batch_size=64,
+        data="synthetic",
+        loader="resident",
+        subset=256,
+        test_subset=128,
+        num_workers=0,
+        log_every=1,
+    )
+
+
+@pytest.mark.slow
+def test_a_tiny_real_compare_job_finishes_with_two_results(make_manager):
+    manager = make_manager(run_isolated)
+    job_id = manager.submit("a", JobSpec("compare", [tiny_real_config("fp32"), tiny_real_config("amp-bf16")]))
+    wait_until(lambda: manager.get(job_id).finished, timeout=120)
+    view = manager.get(job_id)
+    assert view.status == "done", view.error
+    assert [o.status for o in view.outcomes] == ["ok", "ok"]
+    assert [r.precision for r in view.results] == ["fp32", "amp-bf16"]
+    assert all(points for points in view.live_losses)  # progress reached the parent while it ran
+    assert len(manager.store.list_runs(device_type="cpu")) == 2
+
+
+def test_a_run_killed_from_outside_is_marked_failed(make_manager):
+    pids = []
+
+    def runner(config, **callbacks):
+        spawned = callbacks.pop("on_spawn")
+
+        def on_spawn(pid):
+            spawned(pid)
+            pids.append(pid)
+            os.kill(pid, signal.SIGKILL)  # as an administrator or the OOM killer would
+
+        return run_isolated(config, on_spawn=on_spawn, **callbacks)
+
+    manager = make_manager(runner)
+    killed = manager.submit("a", JobSpec("run", [tiny_real_config("fp32")]))
+    wait_until(lambda: manager.get(killed).finished, timeout=60)
+    view = manager.get(killed)
+    assert pids and view.status == "failed"
+    assert "killed by SIGKILL" in view.error and view.outcomes[0].error_kind == "crashed"
+
+
+def test_the_instructor_sees_the_queue_cancels_any_job_and_pauses_the_queue(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("ada", run_spec(1))
+    waiting = manager.submit("bob", run_spec(2))
+    wait_until(lambda: runner.calls)
+    assert [(v.id, v.status, v.queue_position) for v in manager.queue_views()] == [
+        (running, "running", None), (waiting, "queued", 1)]
+
+    assert manager.cancel_any(waiting)
+    assert manager.get(waiting).error == "cancelled by the instructor before it started"
+    assert manager.cancel_any(running)
+    wait_until(lambda: manager.get(running).finished)
+    assert (manager.get(running).status, manager.get(running).error) == (
+        "cancelled", "cancelled by the instructor while running")
+    assert not manager.cancel_any(running)  # already over
+
+    manager.pause()
+    held = manager.submit("ada", run_spec(3))  # learners may still queue while the queue is paused
+    time.sleep(0.3)
+    assert manager.paused and manager.get(held).status == "queued" and len(runner.calls) == 1
+    runner.release.set()
+    manager.resume()
+    wait_until(lambda: manager.get(held).finished)
+    assert manager.get(held).status == "done" and not manager.paused
+
+
+def fake_gpu_slots(count: int) -> list[Slot]:
+    """What server_slots makes of a machine with `count` GPUs, without one."""
+    return [
+        Slot(f"GPU {n}", {"CUDA_VISIBLE_DEVICES": f"GPU-fake-{n}"}, {"index": n, "uuid": f"GPU-fake-{n}", "name": "Fake"})
+        for n in range(count)
+    ]
+
+
+def test_two_gpus_run_two_jobs_at_once_never_two_on_one(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(2))
+    ids = [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)]
+    wait_until(lambda: runner.active == 2)
+    time.sleep(0.05)  # a third run starting now would be seen
+    assert runner.active == 2 and manager.queue_length() == 2
+    assert sorted(runner.active_on.items()) == [("GPU-fake-0", 1), ("GPU-fake-1", 1)]
+    running = [manager.get(i) for i in ids[:2]]
+    assert {v.status for v in running} == {"running"}
+    assert {v.extras["gpu"]["uuid"] for v in running} == {"GPU-fake-0", "GPU-fake-1"}
+    assert manager.wait_for_new_job()[0] == 4
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    assert runner.max_active == 2 and max(runner.max_active_on.values()) == 1
+    assert runner.seeds[:2] in ([0, 1], [1, 0]) and sorted(runner.seeds[2:]) == [2, 3]
+    stored = manager.store.get_job(ids[3])
+    assert stored.status == "done" and stored.extras["gpu"]["name"] == "Fake"
+
+
+def test_a_compare_job_keeps_both_runs_on_its_gpu(make_manager):
+    runner = FakeRunner()
+    manager = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(3))
+    job_id = manager.submit("a", compare_spec(1))
+    wait_until(lambda: manager.get(job_id).finished)
+    uuid = manager.get(job_id).extras["gpu"]["uuid"]
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in runner.envs] == [uuid, uuid]
+
+
+def test_the_wait_counts_every_worker(make_manager):
+    runner = FakeRunner(gated=True)
+    one = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(1))
+    two = make_manager(runner, device_type="cuda", slots=fake_gpu_slots(2))
+    ids = {manager: [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)] for manager in (one, two)}
+    wait_until(lambda: runner.active == 3)
+    # On one GPU the fourth job waits for three whole jobs; on two, for the first of the two running to end.
+    last_on_one, last_on_two = one.get(ids[one][3]), two.get(ids[two][3])
+    assert (last_on_one.queue_position, last_on_two.queue_position) == (3, 2)
+    assert last_on_one.estimated_wait_s > 2.5 * last_on_two.estimated_wait_s > 0
+    assert two.wait_for_new_job()[1] < one.wait_for_new_job()[1]
+    runner.release.set()
+
+
+def test_a_cpu_server_keeps_one_worker(make_manager):
+    manager = make_manager(FakeRunner())
+    assert [slot.label for slot in manager.slots] == ["cpu"]
+
+
+@pytest.mark.slow
+def test_ray_is_never_imported_without_a_ray_address():
+    code = (
+        "import sys\n"
+        "import server.jobs, server.settings, server.devices, bench.class_sim\n"
+        "assert 'ray' not in sys.modules, 'ray was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_default_runner_keeps_each_workers_next_process_started_ahead(settings):
+    manager = JobManager(settings, device_type="cpu")
+    try:
+        waiting = list(manager._runner._ready.values())
+        assert len(waiting) == len(manager.slots) == 1 and waiting[0].poll() is None
+    finally:
+        manager.shutdown(wait=True, timeout=WAIT_S)
+    wait_until(lambda: waiting[0].poll() is not None, timeout=10)  # shutdown let it go
+
+
+class FakeCluster:
+    """Stands in for RayRunner.slots: one slot per GPU the cluster has now; None makes it fail to answer."""
+
+    def __init__(self, gpus: int | None):
+        self.gpus = gpus
+        self.asked = 0
+
+    def __call__(self) -> list[Slot]:
+        self.asked += 1
+        if self.gpus is None:
+            raise ConnectionError("the cluster did not answer")
+        return [Slot(f"ray {n}") for n in range(self.gpus)]
+
+
+def test_the_workers_follow_the_cluster_and_a_leaving_node_lets_its_job_finish(make_manager):
+    runner, cluster = FakeRunner(gated=True), FakeCluster(1)
+    manager = make_manager(runner, cluster_slots=cluster, resize_every_s=0.01)
+    ids = [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)]
+    wait_until(lambda: runner.active == 1)
+    cluster.gpus = 2  # a node joins: its worker takes the next job without waiting for the first to end
+    wait_until(lambda: runner.active == 2)
+    assert len(manager.slots) == 2 and manager.queue_length() == 2
+    cluster.gpus = 1  # a node leaves while both run: nothing is stopped, the surplus worker ends after its job
+    wait_until(lambda: len(manager.slots) == 1)
+    time.sleep(0.05)
+    assert runner.active == 2 and [manager.get(i).status for i in ids[:2]] == ["running", "running"]
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    assert [manager.get(i).status for i in ids] == ["done"] * 4
+
+    runner.release.clear()
+    later = [manager.submit(f"t{n}", run_spec(seed=10 + n)) for n in range(2)]
+    wait_until(lambda: runner.active == 1)
+    time.sleep(0.05)  # a second worker left over would start the other job now
+    assert runner.active == 1 and manager.queue_length() == 1
+    cluster.gpus = 2  # the node comes back
+    wait_until(lambda: runner.active == 2)
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in later))
+
+
+def test_a_cluster_with_no_node_left_queues_jobs_until_one_joins(make_manager):
+    runner, cluster = FakeRunner(), FakeCluster(0)
+    manager = make_manager(runner, cluster_slots=cluster, resize_every_s=0.01)
+    first, second = manager.submit("a", run_spec(1)), manager.submit("b", run_spec(2))  # no worker: still queued
+    assert [manager.get(i).queue_position for i in (first, second)] == [1, 2]
+    assert manager.get(second).estimated_wait_s is None and manager.wait_for_new_job()[1] is None
+    assert not runner.calls
+    cluster.gpus = 1
+    wait_until(lambda: manager.get(second).finished)
+    assert [manager.get(i).status for i in (first, second)] == ["done", "done"]
+
+
+def test_a_cluster_that_does_not_answer_keeps_the_workers_it_had(make_manager):
+    cluster = FakeCluster(2)
+    manager = make_manager(FakeRunner(), cluster_slots=cluster, resize_every_s=0.01)
+    cluster.gpus = None
+    asked = cluster.asked
+    wait_until(lambda: cluster.asked > asked + 2)
+    assert len(manager.slots) == 2
+    job = manager.submit("a", run_spec())
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).status == "done"
+
+
+def test_given_slots_are_fixed_even_with_a_cluster(make_manager):
+    cluster = FakeCluster(3)
+    manager = make_manager(FakeRunner(), slots=[Slot("ray 0")], cluster_slots=cluster, resize_every_s=0.01)
+    time.sleep(0.05)
+    assert cluster.asked == 0 and len(manager.slots) == 1

@@ -1,0 +1,26 @@
+"""The job plumbing pages share: the progress line a followed job shows."""
+
+from tests.server.test_history import make_job
+
+from trainer.isolated import RunOutcome
+from trainer.progress import Progress
+from ui.jobs import progress_line
+
+
+def test_the_progress_line_names_a_repeated_pair_as_the_job_panel_does():
+    job = make_job("p" * 32, precisions=["fp32", "amp-bf16"] * 3, status="running")
+    job.current_run = 2
+    job.outcomes = [RunOutcome(config, "ok") for config in job.spec.runs[:2]]
+    job.progress = Progress("training", epoch=1, epochs=1, step=2, steps_per_epoch=4, global_step=2, total_steps=4)
+    fraction, text = progress_line(job)
+    assert text.startswith("run 3 of 6 (FP32, pair 2 of 3, batch 256): epoch 1/1 · batch 2/4")
+    assert fraction == (2 + 0.5) / 6  # two runs done, the third half way
+
+
+def test_the_progress_line_numbers_a_sweeps_recurring_precision_and_a_single_run_says_only_its_state():
+    sweep = make_job("s" * 32, precisions=["fp32", "amp-bf16", "fp32", "amp-bf16"], status="running", kind="sweep")
+    sweep.current_run = 2
+    assert progress_line(sweep)[1].startswith("run 3 of 4 (FP32 #2, batch 256): ")
+    single = make_job("t" * 32, precisions=["amp-fp16"], status="running", kind="run")
+    single.current_run = 0
+    assert not progress_line(single)[1].startswith("run ")
