@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--learners must be 1..2000 and --seconds 1..300")
 
     with tempfile.TemporaryDirectory() as state:
-        settings = Settings(state_dir=state, max_queued_per_session=1, device="cpu")
+        settings = Settings(state_dir=state, max_queued_per_learner=1, device="cpu")
         manager = JobManager(settings, runner=stand_in_runner, device_type="cpu")
         config = RunConfig(precision="fp32", epochs=1, batch_size=64, data="synthetic", subset=256, device="cpu")
         learners = [f"learner-{n}" for n in range(args.learners)]

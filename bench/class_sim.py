@@ -110,7 +110,7 @@ def simulate(
 ) -> dict:
     """Submit one comparison per learner from N threads at once and wait for every job to end (or the timeout).
     The workers are `slots`, or (None) follow `cluster_slots` as in the app."""
-    settings = Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_session=1)
+    settings = Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_learner=1)
     log = RunLog(runner)
     manager = JobManager(settings, runner=log, device_type="cpu", slots=slots, cluster_slots=cluster_slots)
     slots = manager.slots

@@ -35,7 +35,7 @@ listed = store.list_jobs(
     status=None if status == ANY else status,
     precision=None if precision == ANY else precision,
     text=text.strip() or None,
-    session_id=None if class_wide else session.learner_id(),
+    learner_id=None if class_wide else session.learner_id(),
     limit=JOBS_SHOWN,
 )
 
@@ -58,7 +58,7 @@ table = pd.DataFrame(
             "Reason": job.error or "",
             "Training time": training_times(job),
             "Label": job.label,
-            "Owner": "you" if jobs.is_mine(job) else names.get(job.session_id, "a learner"),
+            "Owner": "you" if jobs.is_mine(job) else names.get(job.learner_id, "a learner"),
             "Job": job.id[:8],
         }
         for job in listed

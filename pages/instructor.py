@@ -51,7 +51,7 @@ def live_queue() -> None:
         with st.container(border=True):
             text, button = st.columns([5, 1])
             text.markdown(
-                f"**{names.get(view.session_id, 'a learner')}** · {view.label or view.kind} · {place} · "
+                f"**{names.get(view.learner_id, 'a learner')}** · {view.label or view.kind} · {place} · "
                 f"{about(now - since)} {'running' if view.status == 'running' else 'waiting'}  \n"
                 f"{len(view.spec.runs)} run(s), {config.epochs} epoch(s), batch {config.batch_size}, "
                 f"{config.subset or 50_000:,} {config.data} images, {config.loader} loader, width {config.width}"

@@ -61,7 +61,7 @@ names = jobs.owner_names()
 
 
 def describe(job: JobView) -> str:
-    owner = "yours" if jobs.is_mine(job) else names.get(job.session_id, "a learner")
+    owner = "yours" if jobs.is_mine(job) else names.get(job.learner_id, "a learner")
     return f"{when(job.created_at)} · {job.label} · {owner}"
 
 

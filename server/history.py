@@ -1,4 +1,5 @@
-"""Every job this server ran, kept in SQLite (WAL mode) so that history survives restarts and all sessions share it.
+"""Every job this server ran, kept in SQLite (WAL mode) so that history survives restarts and every page of the
+class shares it.
 
 Each call opens its own short-lived connection, so the store is safe from many threads and processes.
 """
@@ -20,14 +21,14 @@ from trainer.results import RunResult
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a job's owner is its learner_id (see _migrate)
 BUSY_TIMEOUT_S = 30.0
 INTERRUPTED_REASON = "interrupted by a server restart; submit the job again"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
-    session_id TEXT NOT NULL,
+    learner_id TEXT NOT NULL,
     kind TEXT NOT NULL,
     label TEXT NOT NULL DEFAULT '',
     status TEXT NOT NULL,
@@ -43,7 +44,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished_at REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created_at);
-CREATE INDEX IF NOT EXISTS jobs_by_session ON jobs (session_id);
+CREATE INDEX IF NOT EXISTS jobs_by_learner ON jobs (learner_id);
 CREATE TABLE IF NOT EXISTS runs (  -- successful runs only, one row each, for comparisons and estimates
     job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     run_index INTEGER NOT NULL,
@@ -96,13 +97,18 @@ class HistoryStore:
             ) from None
         with self.connect() as db:
             mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            # One opener at a time creates or migrates the schema; the others wait for it (busy timeout). A deferred
+            # transaction would read the schema first and could then be refused the write without waiting.
+            db.execute("BEGIN IMMEDIATE")
             version = db.execute("PRAGMA user_version").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise HistoryError(
                     f"the history file {self.path} was written by a newer AMP Lab; "
                     "upgrade the app or set AMP_LAB_STATE_DIR to another folder"
                 )
-            db.executescript(_SCHEMA)
+            _migrate(db)
+            for statement in filter(str.strip, _SCHEMA.split(";")):
+                db.execute(statement)
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         self.journal_mode = mode
 
@@ -131,7 +137,7 @@ class HistoryStore:
         data = job.to_dict()
         row = {
             "id": job.id,
-            "session_id": job.session_id,
+            "learner_id": job.learner_id,
             "kind": job.kind,
             "label": job.label,
             "status": job.status,
@@ -175,11 +181,11 @@ class HistoryStore:
         *,
         precision: str | None = None,
         text: str | None = None,
-        session_id: str | None = None,
+        learner_id: str | None = None,
     ) -> list[JobView]:
         """Jobs newest first; each filter given narrows the list (text: case-insensitive, in the label)."""
         where, params = [], []
-        for column, value in (("kind", kind), ("status", status), ("session_id", session_id)):
+        for column, value in (("kind", kind), ("status", status), ("learner_id", learner_id)):
             if value is not None:
                 where.append(f"{column} = ?")
                 params.append(value)
@@ -257,6 +263,14 @@ class HistoryStore:
                 (reason, time.time()),
             )
             return cursor.rowcount
+
+
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a history file of an earlier schema up to this one, in place, keeping every row."""
+    columns = {row["name"] for row in db.execute("PRAGMA table_info(jobs)")}
+    if "session_id" in columns:  # schema 1 named a job's owner a session
+        db.execute("ALTER TABLE jobs RENAME COLUMN session_id TO learner_id")
+        db.execute("DROP INDEX IF EXISTS jobs_by_session")
 
 
 def _row_limit(limit: int) -> int:

@@ -84,7 +84,7 @@ def class_results(store: HistoryStore, names: dict[str, str]) -> list[ClassRow]:
     latest: dict[str, JobView] = {}
     for job in store.list_jobs(kind="compare", status="done", limit=CLASS_RESULTS_SCANNED):
         if len(job.results) >= 2:
-            latest.setdefault(job.session_id, job)  # newest first, so the first seen is the latest
+            latest.setdefault(job.learner_id, job)  # newest first, so the first seen is the latest
     return [_row(job, names.get(owner, "a learner")) for owner, job in latest.items()]
 
 

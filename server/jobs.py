@@ -47,7 +47,7 @@ class _Job:
     """The manager's mutable record of a job; only touched while holding the manager's lock."""
 
     id: str
-    session_id: str
+    learner_id: str
     spec: JobSpec
     run_estimates: list[float | None]
     created_at: float = field(default_factory=time.time)
@@ -141,26 +141,26 @@ class JobManager:
             )
             self._follower.start()
 
-    # ---- what sessions call -------------------------------------------------------------------
+    # ---- what pages call ----------------------------------------------------------------------
 
-    def submit(self, session_id: str, spec: JobSpec) -> str:
+    def submit(self, learner_id: str, spec: JobSpec) -> str:
         """Check `spec` against this server's limits and queue it; return the new job's id."""
-        if not isinstance(session_id, str) or not session_id:
-            raise ConfigError("a job needs a session id")
+        if not isinstance(learner_id, str) or not learner_id:
+            raise ConfigError("a job needs a learner id")
         spec = self._server_spec(spec)
         estimates = [estimate_run_seconds(run, self.store, self.device_type) for run in spec.runs]
-        job = _Job(id=uuid.uuid4().hex, session_id=session_id, spec=spec, run_estimates=estimates)
+        job = _Job(id=uuid.uuid4().hex, learner_id=learner_id, spec=spec, run_estimates=estimates)
         job.extras["device_type"] = self.device_type
         with self._cond:
             if self._stopping:
                 raise ConfigError("the job queue has shut down; reload the page")
-            active = sum(1 for j in self._jobs.values() if j.session_id == session_id and not _done(j))
-            limit = self.settings.max_queued_per_session
+            active = sum(1 for j in self._jobs.values() if j.learner_id == learner_id and not _done(j))
+            limit = self.settings.max_queued_per_learner
             if active >= limit:
                 waiting = "job" if active == 1 else "jobs"
                 raise ConfigError(
                     f"you already have {active} {waiting} waiting or running; wait for one to finish or cancel it"
-                    f" (this server allows {limit} per session)"
+                    f" (this server allows {limit} per learner)"
                 )
             self._check_class_queue()
             job.created_at = time.time()  # under the lock, so creation order is queue order
@@ -178,24 +178,24 @@ class JobManager:
                 return self._view(job)
         return self.store.get_job(job_id)
 
-    def jobs_for_session(self, session_id: str) -> list[JobView]:
-        """This session's jobs, oldest first (including finished ones read back from the history)."""
+    def jobs_for_learner(self, learner_id: str) -> list[JobView]:
+        """This learner's jobs, oldest first (including finished ones read back from the history)."""
         with self._cond:
-            live = {j.id: self._view(j) for j in self._jobs.values() if j.session_id == session_id}
-        stored = {v.id: v for v in self.store.list_jobs(session_id=session_id)}
+            live = {j.id: self._view(j) for j in self._jobs.values() if j.learner_id == learner_id}
+        stored = {v.id: v for v in self.store.list_jobs(learner_id=learner_id)}
         merged = {**stored, **live}
         return sorted(merged.values(), key=lambda v: v.created_at)
 
-    def active_jobs_for(self, session_id: str) -> list[JobView]:
-        """This session's queued and running jobs, oldest first: what a page follows on each tick, read from
+    def active_jobs_for(self, learner_id: str) -> list[JobView]:
+        """This learner's queued and running jobs, oldest first: what a page follows on each tick, read from
         memory only (no history query)."""
         with self._cond:
-            jobs = [j for j in self._jobs.values() if j.session_id == session_id and not _done(j)]
+            jobs = [j for j in self._jobs.values() if j.learner_id == learner_id and not _done(j)]
             return [self._view(j) for j in sorted(jobs, key=lambda j: j.created_at)]
 
-    def cancel(self, job_id: str, session_id: str) -> bool:
-        """Cancel a queued or running job of `session_id`; False if it is not theirs or already over."""
-        return self._cancel(job_id, "its owner", lambda job: job.session_id == session_id)
+    def cancel(self, job_id: str, learner_id: str) -> bool:
+        """Cancel a queued or running job of `learner_id`; False if it is not theirs or already over."""
+        return self._cancel(job_id, "its owner", lambda job: job.learner_id == learner_id)
 
     def cancel_any(self, job_id: str) -> bool:
         """The instructor cancels any queued or running job; False if it is already over."""
@@ -505,7 +505,7 @@ class JobManager:
             wait = self._wait_before(position, now)
         return JobView(
             id=job.id,
-            session_id=job.session_id,
+            learner_id=job.learner_id,
             kind=job.spec.kind,
             label=job.spec.label,
             status=job.status,

@@ -102,7 +102,7 @@ class JobView:
     """A read-only snapshot of one job for the UI (changing it changes nothing on the server)."""
 
     id: str
-    session_id: str
+    learner_id: str
     kind: str
     label: str
     status: str  # queued | running | done | failed | cancelled
@@ -133,7 +133,7 @@ class JobView:
     def to_dict(self) -> dict:
         return {
             "id": self.id,
-            "session_id": self.session_id,
+            "learner_id": self.learner_id,
             "kind": self.kind,
             "label": self.label,
             "status": self.status,
@@ -158,7 +158,7 @@ class JobView:
         progress = data.get("progress")
         return cls(
             id=data["id"],
-            session_id=data["session_id"],
+            learner_id=data["learner_id"],
             kind=data["kind"],
             label=data.get("label", ""),
             status=data["status"],

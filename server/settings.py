@@ -19,8 +19,8 @@ MIN_PASSWORD_CHARS = 12  # there is no default password: an instructor who wants
 SETTINGS_HELP = {
     "max_epochs": ("AMP_LAB_MAX_EPOCHS", "most epochs one run may train"),
     "max_batch_size": ("AMP_LAB_MAX_BATCH_SIZE", "largest batch size a learner may pick"),
-    "max_queued_per_session": (
-        "AMP_LAB_MAX_QUEUED_PER_SESSION",
+    "max_queued_per_learner": (
+        "AMP_LAB_MAX_QUEUED_PER_LEARNER",
         "jobs one learner may have waiting or running at once (all their tabs together)",
     ),
     "max_queued_total": (
@@ -58,6 +58,9 @@ TEXT_SETTINGS = (
 )
 OPTIONAL_SETTINGS = ("max_queued_total", "max_subset")  # None = no limit
 SECRET_SETTINGS = ("instructor_password",)  # never shown, only whether they are set
+# Names an earlier version used, still read from a settings file or the environment: old name -> new name.
+RENAMED_SETTINGS = {"max_queued_per_session": "max_queued_per_learner"}
+RENAMED_VARIABLES = {"AMP_LAB_MAX_QUEUED_PER_SESSION": "AMP_LAB_MAX_QUEUED_PER_LEARNER"}
 
 
 @dataclass
@@ -66,7 +69,7 @@ class Settings:
 
     max_epochs: int = 20
     max_batch_size: int = 4096
-    max_queued_per_session: int = 2
+    max_queued_per_learner: int = 2
     max_subset: int | None = None  # None = no limit
     data_root: str = "./data"
     state_dir: str = "./state"
@@ -84,7 +87,7 @@ class Settings:
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
         _whole("max_batch_size", self.max_batch_size, 1, MAX_BATCH_SIZE)
-        _whole("max_queued_per_session", self.max_queued_per_session, 1, 1000)
+        _whole("max_queued_per_learner", self.max_queued_per_learner, 1, 1000)
         _whole("silent_run_limit_s", self.silent_run_limit_s, 60, 86_400)
         if self.max_queued_total is not None:
             _whole("max_queued_total", self.max_queued_total, 1, 100_000)
@@ -125,9 +128,11 @@ class Settings:
         config_file = environ.get(CONFIG_FILE_VAR, "").strip()
         if config_file:
             values.update(_read_toml(config_file))
+        renamed = {new: old for old, new in RENAMED_VARIABLES.items()}
         for name, (var, _) in SETTINGS_HELP.items():
-            if var in environ:
-                values[name] = _parse_env(name, var, environ[var])
+            given = var if var in environ else renamed.get(var, var)
+            if given in environ:
+                values[name] = _parse_env(name, given, environ[given])
         return cls(**values)
 
     def check(self, config: RunConfig) -> None:
@@ -212,6 +217,11 @@ def _read_toml(path_text: str) -> dict:
         raise ConfigError(f"{CONFIG_FILE_VAR}: cannot read {path} ({err.strerror})") from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{CONFIG_FILE_VAR}: {path} is not valid TOML ({err})") from None
+    for old_name, name in RENAMED_SETTINGS.items():
+        if old_name in data:
+            if name in data:
+                raise ConfigError(f"{CONFIG_FILE_VAR}: {path} sets both {name} and its old name {old_name}; keep {name}")
+            data[name] = data.pop(old_name)
     unknown = sorted(set(data) - set(SETTINGS_HELP))
     if unknown:
         raise ConfigError(

@@ -37,7 +37,7 @@ def forget(key: str) -> None:
 
 
 def is_mine(job: JobView) -> bool:
-    return job.session_id == session.learner_id()
+    return job.learner_id == session.learner_id()
 
 
 def whole_class(key: str) -> bool:

@@ -117,7 +117,7 @@ def learner_id() -> str:
 
 def my_jobs() -> list[JobView]:
     """This learner's jobs, oldest first, live or from the history."""
-    return get_job_manager().jobs_for_session(learner_id())
+    return get_job_manager().jobs_for_learner(learner_id())
 
 
 @st.cache_resource(show_spinner=False)
@@ -195,7 +195,7 @@ def cancel_from_link() -> None:
     if job is None:
         st.error(f"There is no job `{job_id}` on this server; nothing was cancelled.")
         return
-    mine = job.session_id == learner_id()
+    mine = job.learner_id == learner_id()
     if not mine and not is_instructor():
         st.error(f"Job `{job_id}` is not yours: only its owner or the instructor can cancel it.")
         return

@@ -68,7 +68,7 @@ def queue_entries(page, name: str):
 def jobs_of(store: HistoryStore, name: str) -> list[JobView]:
     """A learner's jobs, oldest first, as the server recorded them."""
     ids = [i for i, n in LearnerStore(store).names().items() if n == name]
-    return [job for job in reversed(store.list_jobs()) if job.session_id in ids]
+    return [job for job in reversed(store.list_jobs()) if job.learner_id in ids]
 
 
 def wait_until(check, what: str, timeout_s: float = SYNTHETIC_RUN_TIMEOUT_MS / 1000) -> None:

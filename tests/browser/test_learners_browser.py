@@ -26,7 +26,7 @@ def open_run_page_directly(page, url: str) -> None:
 
 
 def test_a_reload_and_a_second_tab_are_the_same_learner_with_the_same_job(new_page, fresh_server):
-    with fresh_server(env_extra={"AMP_LAB_MAX_QUEUED_PER_SESSION": "1"}) as url:
+    with fresh_server(env_extra={"AMP_LAB_MAX_QUEUED_PER_LEARNER": "1"}) as url:
         page = new_page("-first-tab")
         open_experiment(page, url)
         me = who(page)

@@ -48,7 +48,7 @@ def finished_comparison(job_id: str, results: list[RunResult]) -> JobView:
     outcomes = [RunOutcome(RunConfig.from_dict(result.config), "ok", result) for result in results]
     label = f"recorded quick demo, {len(results) // 2} pair(s)"
     return JobView(
-        id=job_id, session_id="a-recorded-learner", kind="compare", label=label, status="done",
+        id=job_id, learner_id="a-recorded-learner", kind="compare", label=label, status="done",
         queue_position=None, estimated_wait_s=None, current_run=len(outcomes) - 1, progress=None, live_losses=[],
         outcomes=outcomes, error=None, spec=JobSpec("compare", [o.config for o in outcomes], label),
         created_at=now, started_at=now, finished_at=now, extras={},

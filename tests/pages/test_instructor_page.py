@@ -44,7 +44,7 @@ def test_the_instructor_sees_every_job_cancels_one_and_downloads_the_class(app, 
 
     store = HistoryStore(state_dir / "history.sqlite3")
     grace, _ = LearnerStore(store).create("Grace")
-    store.save_job(make_job("g" * 32, session_id=grace.id, label="Grace's comparison"))
+    store.save_job(make_job("g" * 32, learner_id=grace.id, label="Grace's comparison"))
     manager = session._job_manager_for(session._settings_environment())
     manager.pause()  # so the learner's job waits in the queue for the console to see
     run = RunConfig(precision="fp32", epochs=1, batch_size=32, data="synthetic", subset=64, test_subset=32)

@@ -28,7 +28,7 @@ def save_finished_job(state_dir: Path, kind: str, label: str, results, session: 
     outcomes = [RunOutcome(config=RunConfig.from_dict(r.config), status="ok", result=r) for r in results]
     now = time.time()
     job = JobView(
-        id=f"{kind}-{label}".replace(" ", "-"), session_id=session, kind=kind, label=label, status="done",
+        id=f"{kind}-{label}".replace(" ", "-"), learner_id=session, kind=kind, label=label, status="done",
         queue_position=None, estimated_wait_s=None, current_run=len(results) - 1, progress=None, live_losses=[],
         outcomes=outcomes, error=None, spec=JobSpec(kind, [o.config for o in outcomes], label), created_at=now,
         started_at=now, finished_at=now + 1, extras={"device_type": "cpu"},
@@ -401,4 +401,4 @@ def test_the_tiny_fp16_run_stays_within_a_strict_servers_limits(app_with_limits)
     manager = session._job_manager_for(session._settings_environment())
     (job,) = manager.active_jobs_for(app_with_limits.session_state["amp_lab_learner"].id)
     assert (job.spec.runs[0].batch_size, job.spec.runs[0].subset) == (16, 100)
-    manager.cancel(job.id, job.session_id)
+    manager.cancel(job.id, job.learner_id)

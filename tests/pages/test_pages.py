@@ -249,8 +249,8 @@ def test_results_and_history_show_mine_first_and_the_class_with_owners(app, stat
     learners = LearnerStore(store)
     other, _ = learners.create("Grace")
     me = app.session_state["amp_lab_learner"]
-    store.save_job(make_job("a" * 32, label="the other learner's", session_id=other.id, created_at=time.time()))
-    store.save_job(make_job("b" * 32, label="mine", session_id=me.id, created_at=time.time() - 60))
+    store.save_job(make_job("a" * 32, label="the other learner's", learner_id=other.id, created_at=time.time()))
+    store.save_job(make_job("b" * 32, label="mine", learner_id=me.id, created_at=time.time() - 60))
     open_page(app, "results")
     assert app.selectbox[0].options == [f"{app.selectbox[0].options[0].split(' · ')[0]} · mine · yours"]
     assert app.selectbox[0].options[0].split(" · ")[0].endswith(" UTC")
@@ -295,9 +295,9 @@ def recorded_runs(name: str) -> tuple[dict, list[RunResult]]:
     return recorded, [RunResult.from_dict(run) for run in recorded["runs"]]
 
 
-def save_comparison(state: Path, session_id: str, results: list[RunResult]) -> None:
+def save_comparison(state: Path, learner_id: str, results: list[RunResult]) -> None:
     """A finished comparison job of these runs in the history of the app whose state folder is `state`."""
-    job = make_job("e" * 32, precisions=[r.precision for r in results], label="recorded", session_id=session_id)
+    job = make_job("e" * 32, precisions=[r.precision for r in results], label="recorded", learner_id=learner_id)
     job.outcomes = [RunOutcome(RunConfig.from_dict(r.config), "ok", result=r) for r in results]
     HistoryStore(state / "history.sqlite3").save_job(job)
 
@@ -416,7 +416,7 @@ def test_quick_demo_leads_to_the_run_page_and_can_be_cancelled(app):
 
 
 def test_a_full_queue_is_refused_with_one_line(app, monkeypatch):
-    monkeypatch.setenv("AMP_LAB_MAX_QUEUED_PER_SESSION", "1")
+    monkeypatch.setenv("AMP_LAB_MAX_QUEUED_PER_LEARNER", "1")
     for key, value in TINY.items():
         app.session_state[key] = value
     open_page(app, "run_experiment")
@@ -425,5 +425,5 @@ def test_a_full_queue_is_refused_with_one_line(app, monkeypatch):
     app.button[0].click().run()
     assert not app.exception
     assert texts(app.error) == [
-        "you already have 1 job waiting or running; wait for one to finish or cancel it (this server allows 1 per session)"
+        "you already have 1 job waiting or running; wait for one to finish or cancel it (this server allows 1 per learner)"
     ]

@@ -24,7 +24,7 @@ def record_run(store: HistoryStore, job_id: str, config: RunConfig, images_per_s
     store.save_job(
         JobView(
             id=job_id,
-            session_id="s",
+            learner_id="s",
             kind="run",
             label="",
             status="done",

@@ -33,7 +33,7 @@ def make_job(
     status: str = "done",
     label: str = "",
     created_at: float | None = None,
-    session_id: str = "session-a",
+    learner_id: str = "learner-a",
     kind: str = "compare",
 ) -> JobView:
     runs = [RunConfig(precision=p, epochs=1, subset=256, device="cpu") for p in precisions]
@@ -41,7 +41,7 @@ def make_job(
     outcomes = [RunOutcome(run, "ok", result=make_result(run)) for run in runs] if finished else []
     return JobView(
         id=job_id,
-        session_id=session_id,
+        learner_id=learner_id,
         kind=kind,
         label=label,
         status=status,
@@ -109,7 +109,7 @@ def test_list_jobs_filters_and_orders_newest_first(store):
     assert [j.id[0] for j in store.list_jobs(text="%")] == []  # no wildcards from a learner
     assert [j.id[0] for j in store.list_jobs(limit=2)] == ["3", "2"]
     assert store.list_jobs(limit=-1) == []  # not SQLite's "no limit"
-    assert store.list_jobs(session_id="nobody") == []
+    assert store.list_jobs(learner_id="nobody") == []
 
 
 def test_list_runs_returns_successful_runs_across_jobs(store):
@@ -195,3 +195,43 @@ def test_an_unusable_state_folder_is_a_one_line_error(tmp_path):
     blocker.write_text("a file where the state folder should be")
     with pytest.raises(HistoryError, match="AMP_LAB_STATE_DIR"):
         HistoryStore(blocker / "history.sqlite3")
+
+
+def test_a_history_file_of_the_first_schema_is_migrated_in_place_and_keeps_its_jobs(tmp_path):
+    path = tmp_path / "history.sqlite3"
+    store = HistoryStore(path)
+    store.save_job(make_job("1" * 32, learner_id="learner-a"))
+    store.save_job(make_job("2" * 32, learner_id="learner-b", status="queued"))
+    with sqlite3.connect(path) as db:  # turn it back into schema 1, which named a job's owner a session
+        db.execute("ALTER TABLE jobs RENAME COLUMN learner_id TO session_id")
+        db.execute("DROP INDEX jobs_by_learner")
+        db.execute("CREATE INDEX jobs_by_session ON jobs (session_id)")
+        db.execute("PRAGMA user_version = 1")
+    migrated = HistoryStore(path)
+    assert [job.id for job in migrated.list_jobs(learner_id="learner-a")] == ["1" * 32]
+    assert migrated.get_job("2" * 32).learner_id == "learner-b"
+    assert len(migrated.get_job("1" * 32).results) == 2
+    with sqlite3.connect(path) as db:
+        columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert "learner_id" in columns and "session_id" not in columns
+    assert "jobs_by_learner" in indexes and "jobs_by_session" not in indexes
+    HistoryStore(path)  # opening a migrated file again changes nothing
+
+
+def test_many_stores_opening_a_new_history_file_at_once_all_succeed(tmp_path):
+    path, errors = tmp_path / "history.sqlite3", []
+
+    def open_and_save(index: int) -> None:
+        try:
+            HistoryStore(path).save_job(make_job(f"{index:032d}"))
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_and_save, args=(i,)) for i in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(HistoryStore(path).list_jobs()) == 12

@@ -50,10 +50,10 @@ def store(tmp_path):
 
 def test_the_class_table_has_each_learners_latest_comparison(store):
     now = time.time()
-    store.save_job(make_job("a1" * 16, session_id="ada", created_at=now - 300))
-    store.save_job(make_job("a2" * 16, session_id="ada", created_at=now - 100))
-    store.save_job(make_job("b1" * 16, session_id="bob", created_at=now - 200))
-    store.save_job(make_job("c1" * 16, session_id="cy", status="failed", created_at=now))
+    store.save_job(make_job("a1" * 16, learner_id="ada", created_at=now - 300))
+    store.save_job(make_job("a2" * 16, learner_id="ada", created_at=now - 100))
+    store.save_job(make_job("b1" * 16, learner_id="bob", created_at=now - 200))
+    store.save_job(make_job("c1" * 16, learner_id="cy", status="failed", created_at=now))
     rows = class_results(store, {"ada": "Ada", "bob": "Bob"})
     assert [(r.learner, r.job_id) for r in rows] == [("Ada", "a2" * 16), ("Bob", "b1" * 16)]
     assert (rows[0].baseline, rows[0].candidate) == ("fp32", "amp-bf16")
@@ -96,7 +96,7 @@ def test_a_repeated_comparison_gives_the_median_speedup_its_range_and_the_median
     recorded = json.loads((Path(__file__).parents[1] / "recorded" / "repeated_compare_cpu.json").read_text())
     results = [RunResult.from_dict(run) for run in recorded["runs"]]
     results = results[2:] + results[:2]  # the recording's median pair came first; here it is the third
-    job = make_job("r" * 32, precisions=[r.precision for r in results], session_id="ada")
+    job = make_job("r" * 32, precisions=[r.precision for r in results], learner_id="ada")
     job.outcomes = [RunOutcome(RunConfig.from_dict(r.config), "ok", result=r) for r in results]
     store.save_job(job)
     (row,) = class_results(store, {"ada": "Ada"})
@@ -110,6 +110,6 @@ def test_a_repeated_comparison_gives_the_median_speedup_its_range_and_the_median
 
 
 def test_one_pair_has_no_range_in_the_class_table(store):
-    store.save_job(make_job("p" * 32, session_id="bob"))
+    store.save_job(make_job("p" * 32, learner_id="bob"))
     (row,) = class_results(store, {"bob": "Bob"})
     assert row.pairs == 1 and row.speedup_low is None and row.speedup_high is None

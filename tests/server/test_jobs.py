@@ -106,7 +106,7 @@ def run_spec(seed: int = 0, **overrides) -> JobSpec:
 
 @pytest.fixture
 def settings(tmp_path):
-    return Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_session=2)
+    return Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_learner=2)
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def make_manager(settings):
 def test_jobs_run_one_at_a_time_in_fifo_order_across_sessions(make_manager):
     runner = FakeRunner()
     manager = make_manager(runner)
-    ids = [manager.submit(f"session-{n % 3}", run_spec(seed=n)) for n in range(6)]
+    ids = [manager.submit(f"learner-{n % 3}", run_spec(seed=n)) for n in range(6)]
     wait_until(lambda: all(manager.get(i).finished for i in ids))
     assert runner.seeds == list(range(6))
     assert runner.max_active == 1
@@ -258,7 +258,7 @@ def test_a_finished_job_the_history_refused_is_saved_with_the_next_change(make_m
     save, refused = manager.store.save_job, []
 
     def refuse_the_first_jobs_end(view):
-        if view.session_id == "a" and view.status == "done" and not refused:
+        if view.learner_id == "a" and view.status == "done" and not refused:
             refused.append(view.id)
             raise OSError("disk full")
         save(view)
@@ -373,7 +373,7 @@ def test_three_sessions_submitting_at_once_all_finish_in_order(make_manager, set
 
     def learner(index: int) -> None:
         barrier.wait()
-        submitted[index] = [manager.submit(f"session-{index}", run_spec(index * 10 + n)) for n in range(2)]
+        submitted[index] = [manager.submit(f"learner-{index}", run_spec(index * 10 + n)) for n in range(2)]
 
     threads = [threading.Thread(target=learner, args=(i,)) for i in range(3)]
     for thread in threads:
@@ -412,7 +412,7 @@ def test_history_survives_a_restart_and_unfinished_jobs_are_marked(make_manager,
         assert old.status == "done" and [r.precision for r in old.results] == ["fp32", "amp-bf16"]
         lost = restarted.get(stranded)
         assert lost.status == "failed" and "restart" in lost.error
-        assert {v.id for v in restarted.jobs_for_session("a")} == {done, stranded}
+        assert {v.id for v in restarted.jobs_for_learner("a")} == {done, stranded}
         assert {r[0] for r in restarted.store.list_runs()} == {done}
     finally:
         restarted.shutdown(wait=True)

@@ -29,7 +29,7 @@ def ray_runner():
 
 @pytest.fixture
 def manager(ray_runner, tmp_path):
-    settings = Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_session=4)
+    settings = Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_learner=4)
     made = JobManager(settings, runner=Spy(ray_runner), device_type="cpu", slots=ray_runner.slots())
     yield made
     made.shutdown(wait=True, timeout=30)

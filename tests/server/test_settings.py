@@ -18,7 +18,7 @@ def test_environment_variables_are_read():
         {
             "AMP_LAB_MAX_EPOCHS": "3",
             "AMP_LAB_MAX_BATCH_SIZE": " 512 ",
-            "AMP_LAB_MAX_QUEUED_PER_SESSION": "1",
+            "AMP_LAB_MAX_QUEUED_PER_LEARNER": "1",
             "AMP_LAB_MAX_SUBSET": "10000",
             "AMP_LAB_DATA_ROOT": "/srv/cifar",
             "AMP_LAB_STATE_DIR": "/srv/amp-state",
@@ -54,6 +54,18 @@ def test_toml_file_is_read_and_environment_overrides_it(tmp_path):
     assert settings.data_root == "/data/c10"
 
 
+def test_the_queue_limits_old_name_is_still_read_from_a_file_or_the_environment(tmp_path):
+    assert Settings.from_env({"AMP_LAB_MAX_QUEUED_PER_SESSION": "4"}).max_queued_per_learner == 4
+    both = {"AMP_LAB_MAX_QUEUED_PER_SESSION": "4", "AMP_LAB_MAX_QUEUED_PER_LEARNER": "3"}
+    assert Settings.from_env(both).max_queued_per_learner == 3  # the new name wins
+    old_file = tmp_path / "old.toml"
+    old_file.write_text("max_queued_per_session = 1\n")
+    assert Settings.from_env({"AMP_LAB_CONFIG": str(old_file)}).max_queued_per_learner == 1
+    old_file.write_text("max_queued_per_session = 1\nmax_queued_per_learner = 2\n")
+    with pytest.raises(ConfigError, match="sets both max_queued_per_learner and its old name max_queued_per_session"):
+        Settings.from_env({"AMP_LAB_CONFIG": str(old_file)})
+
+
 @pytest.mark.parametrize(
     "var, value, named",
     [
@@ -61,7 +73,7 @@ def test_toml_file_is_read_and_environment_overrides_it(tmp_path):
         ("AMP_LAB_MAX_EPOCHS", "0", "AMP_LAB_MAX_EPOCHS"),
         ("AMP_LAB_MAX_BATCH_SIZE", "1.5", "AMP_LAB_MAX_BATCH_SIZE"),
         ("AMP_LAB_MAX_BATCH_SIZE", "10000000", "AMP_LAB_MAX_BATCH_SIZE"),
-        ("AMP_LAB_MAX_QUEUED_PER_SESSION", "-1", "AMP_LAB_MAX_QUEUED_PER_SESSION"),
+        ("AMP_LAB_MAX_QUEUED_PER_LEARNER", "-1", "AMP_LAB_MAX_QUEUED_PER_LEARNER"),
         ("AMP_LAB_MAX_SUBSET", "lots", "AMP_LAB_MAX_SUBSET"),
         ("AMP_LAB_MAX_QUEUED_TOTAL", "0", "AMP_LAB_MAX_QUEUED_TOTAL"),
         ("AMP_LAB_MAX_QUEUED_TOTAL", "many", "AMP_LAB_MAX_QUEUED_TOTAL"),
@@ -126,7 +138,7 @@ def test_describe_lists_every_setting_with_its_variable():
     assert {row[0] for row in rows} == {
         "max_epochs",
         "max_batch_size",
-        "max_queued_per_session",
+        "max_queued_per_learner",
         "max_queued_total",
         "max_subset",
         "data_root",
