@@ -96,7 +96,7 @@ class HistoryStore:
                 "set AMP_LAB_STATE_DIR to a writable folder"
             ) from None
         with self.connect() as db:
-            mode = db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            mode = _set_wal(db)
             # One opener at a time creates or migrates the schema; the others wait for it (busy timeout). A deferred
             # transaction would read the schema first and could then be refused the write without waiting.
             db.execute("BEGIN IMMEDIATE")
@@ -117,7 +117,10 @@ class HistoryStore:
         """A connection for one call: committed on success, rolled back on error, always closed."""
         db = None
         try:
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S)
+            # A write takes the write lock when its transaction begins (BEGIN IMMEDIATE), waiting for another writer
+            # up to the busy timeout: a deferred transaction that read first could be refused at once instead
+            # (SQLITE_BUSY_SNAPSHOT), which six threads writing at once hit here now and then.
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a power cut loses at most the last writes
@@ -263,6 +266,19 @@ class HistoryStore:
                 (reason, time.time()),
             )
             return cursor.rowcount
+
+
+def _set_wal(db: sqlite3.Connection) -> str:
+    """Put the file in WAL mode and return the mode it is in. Switching a new file needs it alone for a moment, and
+    SQLite answers 'locked' at once, without the busy timeout, while another opener is switching it: try again."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            return db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+        except sqlite3.OperationalError as err:
+            if "locked" not in str(err) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def _migrate(db: sqlite3.Connection) -> None:
