@@ -2,10 +2,10 @@
 
 import streamlit as st
 
-from ui import session
+from ui import identity, sidebar
 
 st.set_page_config(page_title="AMP Lab", page_icon="⚡", layout="wide")
-session.learner_panel()  # first, so that sign-in (when configured) comes before any page
+sidebar.learner_panel()  # first, so that sign-in (when configured) comes before any page
 
 pages = {
     # The walkthrough's order: the lab's two scripts, what autocast does to each layer, the formats behind
@@ -33,6 +33,6 @@ pages = {
         st.Page("pages/recipe.py", title="The AMP recipe", url_path="recipe"),
     ],
 }
-if session.is_instructor():  # the console is in the navigation only for the instructor
+if identity.is_instructor():  # the console is in the navigation only for the instructor
     pages["Instructor"] = [st.Page("pages/instructor.py", title="Instructor console", url_path="instructor")]
 st.navigation(pages).run()

@@ -46,8 +46,10 @@ def run_plain(spec: dict) -> dict:
 
 
 def run_trainer(spec: dict) -> dict:
-    # The spec names RunConfig's fields; only the allocator is spelled as the table's column.
-    config = RunConfig.from_dict({**spec, "tune_host_malloc": spec["malloc"] == "tuned"})
+    # The spec names RunConfig's fields, and two of the bench's own: the implementation, and the allocator spelled
+    # as the table's column.
+    settings = {key: value for key, value in spec.items() if key not in ("implementation", "malloc")}
+    config = RunConfig.from_dict({**settings, "tune_host_malloc": spec["malloc"] == "tuned"})
     latest: list[Progress] = []
 
     def keep_latest(progress: Progress) -> None:

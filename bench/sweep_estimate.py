@@ -4,7 +4,7 @@ table) and once more after that sweep is in the history (the estimate a class se
     python -m bench.sweep_estimate [--device cpu] [--amp amp-bf16] [--batch-sizes 32 64] [--steps 5] [--rounds 2]
                                    [--json PATH]
 
-Each round plans a sweep as the "When AMP pays off" page does (lessons.payoff.plan_sweep), asks server.estimate for
+Each round plans a sweep as the "When AMP pays off" page does (server.offer.Offer.sweep), asks server.estimate for
 every run, runs the sweep through the real job manager and reads each run's wall time back from the history.
 Prints a table of estimate against real time per run and per sweep and writes them as JSON; the issue's target is
 a ratio within 1.5x either way.
@@ -20,12 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from lessons.payoff import plan_sweep
 from server.estimate import estimate_run_seconds
 from server.jobs import JobManager
+from server.offer import Offer
 from server.records import JobSpec
 from server.settings import Settings
-from trainer.config import RunConfig
 from trainer.environment import cpu_flags
 
 TARGET_RATIO = 1.5
@@ -37,10 +36,12 @@ def ratio(estimate: float | None, real: float | None) -> float | None:
     return None if not estimate or not real else estimate / real
 
 
-def run_round(manager: JobManager, plan: list[RunConfig], name: str) -> dict:
-    """Estimate every run of `plan`, run it as one sweep job and pair each estimate with the run's wall time."""
+def run_round(manager: JobManager, sweep: JobSpec, name: str) -> dict:
+    """Estimate every run of `sweep`, run it as one job and pair each estimate with the run's wall time."""
+    plan = sweep.runs
     estimates = [estimate_run_seconds(config, manager.store, manager.device_type) for config in plan]
-    job_id = manager.submit("bench-sweep-estimate", JobSpec("sweep", plan, label=f"sweep estimate: {name}"))
+    job = JobSpec("sweep", plan, label=f"sweep estimate: {name}", probe_max_batch=sweep.probe_max_batch)
+    job_id = manager.submit("bench-sweep-estimate", job)
     deadline = time.monotonic() + JOB_TIMEOUT_S
     while not manager.get(job_id).finished and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -89,11 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="amp-lab-sweep-estimate-") as state_dir:
         settings = Settings(state_dir=state_dir, data_root=state_dir, device=args.device)
         manager = JobManager(settings, device_type=args.device)
-        base = RunConfig(data="synthetic", loader="resident", num_workers=0, device=args.device)
-        plan = plan_sweep(base, args.batch_sizes, amp_mode=args.amp, steps_per_run=args.steps)
+        sweep = Offer.for_device(settings, args.device).sweep(args.amp, args.batch_sizes, steps_per_run=args.steps)
         load_before = os.getloadavg()[0]
         names = ("fresh server (coarse table)", "second sweep (from this server's history)")[:args.rounds]
-        rounds = [run_round(manager, plan, name) for name in names]
+        rounds = [run_round(manager, sweep, name) for name in names]
         manager.shutdown(wait=True, timeout=10)
     for result in rounds:
         print_round(result)

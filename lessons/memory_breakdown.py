@@ -32,12 +32,17 @@ MAX_BATCH = 4096
 POOL_INDICES = "saved activations: int64 (max-pool indices)"
 OTHER = "other live memory (logits, loss, library workspaces)"
 BACKWARD_EXTRA = "backward's extra at its peak"
+WEIGHT_COPIES = "16-bit weight copies (autocast)"
+RESERVE = "allocator's cache (reserved, unused)"
+CONTEXT = "CUDA context and libraries"
+# What the step holds whatever the batch, and what AMP leaves in fp32.
+FIXED = ("weights (fp32)", "gradients (fp32)", "optimizer state (momentum, fp32)")
 # Bottom to top in the stacked chart: what the step starts with, what the forward pass keeps, what backward adds.
 ORDER = (
     "weights (fp32)",
     "optimizer state (momentum, fp32)",
     "input batch",
-    "16-bit weight copies (autocast)",
+    WEIGHT_COPIES,
     "saved activations: float32",
     "saved activations: bfloat16",
     "saved activations: float16",
@@ -45,8 +50,8 @@ ORDER = (
     OTHER,
     "gradients (fp32)",
     BACKWARD_EXTRA,
-    "allocator's cache (reserved, unused)",
-    "CUDA context and libraries",
+    RESERVE,
+    CONTEXT,
 )
 _MARKS = ("mark:start", "mark:forward-end")
 
@@ -70,8 +75,7 @@ class MemoryBreakdown:
         """The components found through tensors that exist at the end of the forward pass: everything but the
         gradients, what comes after them, and the unexplained rest (OTHER), so it can be checked against
         forward_live, which the allocator measured on its own."""
-        late = {OTHER, "gradients (fp32)", BACKWARD_EXTRA, "allocator's cache (reserved, unused)",
-                "CUDA context and libraries"}
+        late = {OTHER, "gradients (fp32)", BACKWARD_EXTRA, RESERVE, CONTEXT}
         return sum(size for name, size in self.components.items() if name not in late)
 
     @property
@@ -94,6 +98,55 @@ class MemoryBreakdown:
     @classmethod
     def from_dict(cls, data: dict) -> MemoryBreakdown:
         return from_known_fields(cls, data)
+
+
+def saving(before: float, after: float) -> float:
+    """The share `after` saves on `before` (negative when it is larger; 0 without a `before`)."""
+    return 1 - after / before if before else 0.0
+
+
+@dataclass(frozen=True)
+class MemoryComparison:
+    """One step measured in fp32 and in an AMP mode at the same batch: the figures the memory page states."""
+
+    fp32: MemoryBreakdown
+    mixed: MemoryBreakdown
+
+    @property
+    def fixed(self) -> int:
+        """Weights, gradients and momentum: fp32 in both modes."""
+        return sum(self.fp32.components.get(name, 0) for name in FIXED)
+
+    @property
+    def pool_indices(self) -> int:
+        return self.mixed.components.get(POOL_INDICES, 0)
+
+    @property
+    def weight_copies(self) -> int:
+        return self.mixed.components.get(WEIGHT_COPIES, 0)
+
+    @property
+    def activation_saving(self) -> float:
+        return saving(self.fp32.saved_activations, self.mixed.saved_activations)
+
+    @property
+    def total_saving(self) -> float:
+        return saving(self.fp32.total, self.mixed.total)
+
+    def component_rows(self) -> list[dict]:
+        """Each component found in either mode, in bytes: {"component", "fp32", <the AMP mode>}."""
+        names = dict.fromkeys([*self.fp32.components, *self.mixed.components])
+        return [{"component": name, "fp32": self.fp32.components.get(name, 0),
+                 self.mixed.precision: self.mixed.components.get(name, 0)} for name in names]
+
+
+def peaks_by_batch(found: Iterable[MemoryBreakdown]) -> list[dict]:
+    """A step's peak per mode and batch size, with the share each saves on fp32's at the same batch:
+    {"precision", "batch_size", "bytes", "saving"} (fp32's saving is 0)."""
+    found = list(found)
+    fp32 = {r.batch_size: r.total for r in found if r.precision == "fp32"}
+    return [{"precision": r.precision, "batch_size": r.batch_size, "bytes": r.total,
+             "saving": saving(fp32.get(r.batch_size, 0), r.total)} for r in found]
 
 
 def measure(precision: str = "fp32", batch_size: int = 256, width: int = 1, device: str = "cpu",
@@ -157,11 +210,11 @@ def _measure_cuda(policy, dev, batch_size, width, seed) -> MemoryBreakdown:
     peaks = monitor.stop()
     reserved = torch.cuda.max_memory_reserved(dev)
     result = lab.breakdown(forward_live=forward_end, peak=peak)
-    result.components["allocator's cache (reserved, unused)"] = max(0, reserved - peak)
+    result.components[RESERVE] = max(0, reserved - peak)
     nvml = peaks.get("nvml_process_used")
     if nvml is not None:
         result.process_total = nvml
-        result.components["CUDA context and libraries"] = max(0, nvml - reserved)
+        result.components[CONTEXT] = max(0, nvml - reserved)
     else:
         result.notes.append("nvidia-smi's figure for this process was not available, so the CUDA context is not "
                             "shown" + (f" ({'; '.join(monitor.warnings)})" if monitor.warnings else "") + ".")
@@ -221,7 +274,7 @@ class _Lab:
         if address in _addresses((self.images, self.labels)):
             return "input batch"
         if _is_weight_copy(tensor):
-            return "16-bit weight copies (autocast)"
+            return WEIGHT_COPIES
         if tensor.dtype == torch.int64:
             return POOL_INDICES
         return f"saved activations: {str(tensor.dtype).removeprefix('torch.')}"
@@ -244,7 +297,7 @@ class _Lab:
             components[OTHER] = other  # what the allocator holds beyond the tensors found: small on a CPU
         components["gradients (fp32)"] = _storage_bytes(p.grad for p in parameters if p.grad is not None)
         components[BACKWARD_EXTRA] = max(0, peak - forward_live - components["gradients (fp32)"])
-        return MemoryBreakdown(self.policy.name, self.policy.device_type, self.batch_size, self.width,
+        return MemoryBreakdown(self.policy.precision, self.policy.device_type, self.batch_size, self.width,
                                components, forward_live, peak)
 
 

@@ -3,23 +3,14 @@ and where a run's time goes (waiting for data vs computing)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Iterable, Sequence
 
-from trainer.config import AMP_PRECISIONS, LOADERS, RunConfig
-from trainer.errors import ConfigError
-from trainer.results import RunResult
+from lessons.verdicts import DATA_BOUND_SHARE, DATA_NOTICEABLE_SHARE, PAYS_OFF_SPEEDUP
+from trainer.results import RunResult, wait_share
 
-SWEEP_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
-DEFAULT_STEPS_PER_RUN = 20
-# Each point trains whole extra epochs until this many seconds are timed: a few steps on a fast GPU are milliseconds.
-SWEEP_MIN_STEADY_S = 1.5
-# Below this ratio of images/s the difference is within what run-to-run noise does on a shared machine.
-PAYS_OFF_SPEEDUP = 1.05
 # Memory figures in order of preference for the sweep's chart: what PyTorch allocated on a GPU, else the CPU's.
 MEMORY_PREFERENCE = ("torch_max_allocated", "nvml_device_used", "torch_max_reserved", "process_rss_growth")
-DATA_BOUND_SHARE = 0.5  # waiting for data at least half the time: the pipeline bounds the run
-DATA_NOTICEABLE_SHARE = 0.2
 # Where a run's training time went, as the breakdown's chart stacks it and its sentence counts it.
 COMPUTE_PART = "training compute"
 WAIT_PART = "waiting for data"
@@ -61,8 +52,7 @@ class BreakdownRow:
 
     @property
     def data_share(self) -> float:
-        total = self.data_wait_s + self.compute_s
-        return self.data_wait_s / total if total > 0 else 0.0
+        return wait_share(self.data_wait_s, self.compute_s)
 
     @property
     def worker_share(self) -> float:
@@ -88,59 +78,6 @@ class BreakdownRow:
 
 
 # ---- the sweep -------------------------------------------------------------------------------------------
-
-
-def plan_sweep(
-    base: RunConfig,
-    batch_sizes: Sequence[int],
-    widths: Sequence[int] = (1,),
-    amp_mode: str = "amp-bf16",
-    steps_per_run: int = DEFAULT_STEPS_PER_RUN,
-    max_runs: int | None = None,
-) -> list[RunConfig]:
-    """fp32 and `amp_mode` at every batch size and width: one epoch of `steps_per_run` steps each.
-
-    `max_runs` is the most runs the caller can take in one job (the server's limit); None for no limit.
-    fp32 and AMP alternate at each point, so a slow drift of the machine touches both alike.
-    """
-    if amp_mode not in AMP_PRECISIONS:
-        raise ConfigError(f"the AMP mode of a sweep must be one of {', '.join(AMP_PRECISIONS)}, got {amp_mode!r}")
-    batch_sizes, widths = sorted(set(batch_sizes)), sorted(set(widths))
-    if not batch_sizes or not widths:
-        raise ConfigError("pick at least one batch size and one width for the sweep")
-    runs = 2 * len(batch_sizes) * len(widths)
-    if max_runs is not None and runs > max_runs:
-        raise ConfigError(
-            f"{len(batch_sizes)} batch sizes x {len(widths)} widths x 2 precisions is {runs} runs; "
-            f"a sweep takes at most {max_runs}: pick fewer batch sizes or widths"
-        )
-    if not 2 <= steps_per_run <= 1000:
-        raise ConfigError(f"steps per run must be between 2 and 1000, got {steps_per_run}")
-    warmup = min(base.warmup_steps, steps_per_run // 2)
-    plan = []
-    for width in widths:
-        for batch in batch_sizes:
-            for precision in ("fp32", amp_mode):
-                config = replace(
-                    base,
-                    precision=precision,
-                    batch_size=batch,
-                    width=width,
-                    epochs=1,
-                    subset=batch * steps_per_run,
-                    test_subset=min(batch, 1000),  # accuracy is not the point here; keep evaluation short
-                    warmup_steps=warmup,
-                    log_every=steps_per_run,
-                    breakdown=False,  # per-step syncs would distort the throughput we compare
-                    min_steady_s=SWEEP_MIN_STEADY_S,
-                )
-                plan.append(config.validate())
-    return plan
-
-
-def sweep_modes(offered: Sequence[str]) -> tuple[str, ...]:
-    """Of the modes a page offers for comparison with fp32, those a sweep runs (the AMP modes, not tf32)."""
-    return tuple(mode for mode in offered if mode in AMP_PRECISIONS)
 
 
 def summarize_sweep(outcomes: Iterable) -> list[SweepRow]:
@@ -216,16 +153,16 @@ def _width_verdict(rows: list[SweepRow], width: int | None) -> str:
 
 def _sweep_row(item) -> SweepRow:
     result: RunResult | None = item if isinstance(item, RunResult) else item.result
-    config = result.config if result is not None else item.config.to_dict()
+    config = result.config if result is not None else item.config
     status = "ok" if result is not None and getattr(item, "status", "ok") == "ok" else _failure_status(item)
     label, peak = None, None
     if result is not None:
         label = next((name for name in MEMORY_PREFERENCE if name in result.peak_memory), None)
         peak = result.peak_memory.get(label) if label else None
     return SweepRow(
-        precision=config["precision"],
-        batch_size=config["batch_size"],
-        width=config["width"],
+        precision=config.precision,
+        batch_size=config.batch_size,
+        width=config.width,
         status=status,
         images_per_s=result.steady_images_per_s if result is not None else None,
         peak_memory_bytes=peak,
@@ -251,25 +188,6 @@ def _failure_status(outcome) -> str:
 # ---- where the time goes ---------------------------------------------------------------------------------
 
 
-def plan_breakdown(base: RunConfig, steps: int = 30) -> list[RunConfig]:
-    """The same short run with each loader, timing data waits and compute separately."""
-    if not 2 <= steps <= 1000:
-        raise ConfigError(f"steps must be between 2 and 1000, got {steps}")
-    return [
-        replace(
-            base,
-            loader=loader,
-            epochs=1,
-            subset=base.batch_size * steps,
-            test_subset=min(base.batch_size, 1000),
-            breakdown=True,
-            log_every=steps,
-            warmup_steps=min(base.warmup_steps, steps // 2),
-        ).validate()
-        for loader in LOADERS
-    ]
-
-
 def summarize_breakdown(results: Iterable[RunResult]) -> list[BreakdownRow]:
     """Rows for the runs that carry a breakdown (RunConfig(breakdown=True))."""
     rows = []
@@ -278,9 +196,9 @@ def summarize_breakdown(results: Iterable[RunResult]) -> list[BreakdownRow]:
             continue
         rows.append(
             BreakdownRow(
-                loader=result.config.get("loader", "?"),
+                loader=result.config.loader,
                 precision=result.precision,
-                batch_size=result.config.get("batch_size", 0),
+                batch_size=result.config.batch_size,
                 data_wait_s=result.data_wait_s,
                 compute_s=result.compute_s,
                 images_per_s=result.steady_images_per_s or result.images_per_s,

@@ -5,7 +5,7 @@ import streamlit as st
 from lessons.autocast_lists import CATEGORIES, classify, classify_isolated, rules_on
 from lessons.autocast_trace import MODE_DESCRIPTIONS, trace_all, trace_all_isolated
 from trainer.errors import TrainerError
-from ui import session
+from ui import server_bundle
 from ui.learn_charts import dtype_grid_chart
 from ui.predict import predict_then_check
 from ui.widgets import next_link
@@ -24,13 +24,13 @@ COLUMN_NAMES = {
 @st.cache_data(show_spinner="Running one forward and backward pass in each mode...", max_entries=4)
 def traces_for(device: str) -> list[dict]:
     # A GPU is traced in a short-lived child process, so this long-lived server holds no CUDA context.
-    traces = trace_all_isolated(device, env=session.gpu_child_env()) if device == "cuda" else trace_all(device)
+    traces = trace_all_isolated(device, env=server_bundle.gpu_child_env()) if device == "cuda" else trace_all(device)
     return [trace.to_dict() for trace in traces]
 
 
 @st.cache_data(show_spinner="Running each op under autocast...", max_entries=4)
 def op_lists_for(device: str) -> list[dict]:
-    policies = classify_isolated(device, env=session.gpu_child_env()) if device == "cuda" else classify(device)
+    policies = classify_isolated(device, env=server_bundle.gpu_child_env()) if device == "cuda" else classify(device)
     return [policy.to_dict() for policy in policies]
 
 
@@ -55,11 +55,11 @@ and the gradients of the backward pass.
 )
 
 devices = ["cpu"]
-if session.get_job_manager().device_type == "cuda":
+if server_bundle.job_manager().device_type == "cuda":
     devices.append("cuda")
 device = st.radio("Trace on", devices, horizontal=True,
                   help="fp16 is slow on most CPUs, but one batch of 8 images takes well under a second.")
-if device == "cuda" and not session.gpu_is_idle():
+if device == "cuda" and not server_bundle.gpu_is_idle():
     # The trace is a short GPU process outside the queue: it waits for a moment when no job trains, so that it
     # cannot take GPU memory or time from a learner's measured run.
     st.info("A learner's job is training on the GPU right now; the GPU trace runs once no job is training (it is "

@@ -5,7 +5,7 @@ import streamlit as st
 from lessons.tf32 import states
 from trainer.errors import TrainerError
 from trainer.model import SimpleCNN, count_parameters
-from ui import session
+from ui import server_bundle
 from ui.lab_code import BASELINE_SCRIPT, read_script
 from ui.predict import predict_then_check
 from ui.reference import load_references
@@ -80,7 +80,7 @@ asynchronously and the clock would otherwise stop early.
 )
 
 st.subheader("How fast is the baseline here?")
-device_type = session.get_job_manager().device_type
+device_type = server_bundle.job_manager().device_type
 # The quick demo as recorded on this kind of device: its fp32 run's throughput.
 reference = next(iter(load_references(device_type=device_type, purpose="quick-demo")), None)
 low, high, start, step = THROUGHPUT_GUESS[device_type]

@@ -3,13 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from server.records import JOB_KINDS, JOB_STATUSES
+from server.offer import subset_name
 from trainer.comparison_table import format_seconds, precision_name
-from trainer.config import PRECISIONS
-from trainer.results import RunResult
-from ui import jobs, session
+from ui import identity, jobs, server_bundle
 from ui.charts import run_labels
-from ui.experiment import subset_name
 from ui.widgets import comparison_charts, comparison_summary, when
 
 ANY = "any"
@@ -22,12 +19,13 @@ st.markdown(
     "Jobs that failed or were cancelled show why."
 )
 
-store = session.get_history()
+store = server_bundle.history()
 class_wide = jobs.whole_class("history_whose")
 kind_col, status_col, precision_col, text_col = st.columns(4)
-kind = kind_col.selectbox("Kind", (ANY, *JOB_KINDS))
-status = status_col.selectbox("Status", (ANY, *JOB_STATUSES))
-precision = precision_col.selectbox("Precision", (ANY, *PRECISIONS))
+filters = jobs.HISTORY_FILTERS
+kind = kind_col.selectbox("Kind", (ANY, *filters["Kind"]))
+status = status_col.selectbox("Status", (ANY, *filters["Status"]))
+precision = precision_col.selectbox("Precision", (ANY, *filters["Precision"]))
 text = text_col.text_input("Label contains", max_chars=60)
 
 listed = store.list_jobs(
@@ -35,7 +33,7 @@ listed = store.list_jobs(
     status=None if status == ANY else status,
     precision=None if precision == ANY else precision,
     text=text.strip() or None,
-    learner_id=None if class_wide else session.learner_id(),
+    learner_id=None if class_wide else identity.learner_id(),
     limit=JOBS_SHOWN,
 )
 
@@ -74,7 +72,7 @@ if len(runs) < 2:
     st.info("Two successful runs are needed to compare; the history has fewer so far.")
     st.stop()
 
-offered: dict[str, RunResult] = {f"{job_id}:{index}": result for job_id, index, result in runs}
+offered = {f"{job_id}:{index}": result for job_id, index, result in runs}
 
 
 def describe_run(run_key: str) -> str:
@@ -82,9 +80,9 @@ def describe_run(run_key: str) -> str:
     config = result.config
     started = when(result.started_at)
     return (
-        f"{precision_name(result.precision)} · {config.get('epochs')} ep · batch {config.get('batch_size')} · "
-        f"{subset_name(config.get('subset'))} {config.get('data')} · {config.get('loader')} · "
-        f"width {config.get('width')} · {started} · job {run_key[:8]}, run {int(run_key.rsplit(':', 1)[1]) + 1}"
+        f"{precision_name(result.precision)} · {config.epochs} ep · batch {config.batch_size} · "
+        f"{subset_name(config.subset)} {config.data} · {config.loader} · "
+        f"width {config.width} · {started} · job {run_key[:8]}, run {int(run_key.rsplit(':', 1)[1]) + 1}"
     )
 
 

@@ -4,24 +4,22 @@ import time
 
 import streamlit as st
 
-from server.instructor import capacity_at, class_results, comparisons_per_hour
+from server.instructor import capacity_at, comparisons_per_hour, latest_comparisons
 from server.presets import presets_text
-from trainer.datasets import cifar10_available
 from trainer.errors import ConfigError
-from ui import exports, jobs, session
+from ui import exports, identity, jobs, server_bundle
 from ui.charts import class_speedup_chart
-from ui.experiment import comparison_spec, experiment_choices, preset_problems, starting_values
 from ui.widgets import about, capacity_sentences, queue_caption, settings_rows
 
 QUEUE_REFRESH_S = 5.0  # the console watches the room, not one job: a few seconds' delay is fine
 
-if not session.is_instructor():
+if not identity.is_instructor():
     st.error("This page is for the instructor: sign in from the sidebar.")
     st.stop()
 
-manager = session.get_job_manager()
-store = session.get_history()
-settings = session.get_settings()
+manager = server_bundle.job_manager()
+store = server_bundle.history()
+settings = server_bundle.settings()
 
 st.title("Instructor console")
 
@@ -66,15 +64,15 @@ def live_queue() -> None:
 live_queue()
 
 st.subheader("Capacity")
-report, cifar10_ok = session.hardware(), cifar10_available(settings.data_root)
-start = comparison_spec(starting_values(experiment_choices(settings, report, cifar10_ok, session.presets())))
+offer = server_bundle.offer()
+start = offer.comparison(offer.start())
 workers = len(manager.slots)
 for sentence in capacity_sentences(capacity_at(start, store, manager.device_type, workers), start.label,
                                    comparisons_per_hour(store, workers), workers):
     st.markdown(sentence)
 
 st.subheader("The class's results")
-frame = exports.class_frame(class_results(store, jobs.owner_names()))
+frame = exports.class_frame(exports.class_rows(latest_comparisons(store), jobs.owner_names()))
 if frame.empty:
     st.info("No learner has a finished comparison yet.")
 else:
@@ -85,28 +83,27 @@ else:
                        file_name=f"amp-lab-class-{time.strftime('%Y%m%d-%H%M')}.csv", mime="text/csv")
 
 st.subheader("Presets")
-current = session.presets()
-from_console = session.get_preset_store().get() is not None
+current = offer.presets
+from_console = server_bundle.preset_store().get() is not None
 st.markdown(
     "Where every learner's Run page starts, written like a link's query (`epochs=1&batch_size=128&subset=2048`; "
-    "also `data`, `loader`, `amp`, `width`, `channels_last`). A link with its own values still wins. "
+    "also `data`, `loader`, `precision`, `width`, `channels_last`). A link with its own values still wins. "
     + ("These come from this console." if from_console else "These come from the settings (`AMP_LAB_PRESETS`).")
 )
-choices = experiment_choices(settings, report, cifar10_ok)
-for problem in preset_problems(choices, current):
+for problem in offer.preset_problems():
     st.warning(problem[:1].upper() + problem[1:] + ".")
 with st.form("presets"):
     text = st.text_input("Presets", value=presets_text(current), max_chars=500)
     save, clear = st.columns(2)
     if save.form_submit_button("Save for every learner", type="primary"):
         try:
-            session.get_preset_store().set(text)
+            server_bundle.preset_store().set(text)
         except ConfigError as err:
             st.error(str(err))
         else:
             st.rerun()
     if clear.form_submit_button("Back to the settings' presets"):
-        session.get_preset_store().clear()
+        server_bundle.preset_store().clear()
         st.rerun()
 
 st.subheader("This server's limits")

@@ -8,10 +8,9 @@ import streamlit as st
 from lessons.capture import capture_values, default_source
 from lessons.scaler_sim import ScalerSettings, parse_steps, simulate_gradients
 from lessons.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
-from server.records import JobSpec
-from trainer.config import RunConfig
+from server.offer import ABLATION_GROWTH_INTERVAL, ABLATION_INIT_EXPONENT
 from trainer.errors import TrainerError
-from ui import jobs, session
+from ui import jobs, server_bundle
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart, scale_traces_chart
 from ui.predict import predict_then_check
 from ui.widgets import next_link, when
@@ -20,12 +19,7 @@ GRADIENT_KINDS = {
     "weight gradients": "gradients",
     "activation gradients": "activation gradients",
 }
-TINY_RUN_LABEL = "tiny amp-fp16 run for the loss-scale trace"
 TINY_RUN_KEY = "loss_scaling_tiny_job"
-ABLATION_INIT_EXPONENT = 24
-ABLATION_GROWTH_INTERVAL = 5
-ABLATION_LABEL = (f"scaler ablation: amp-fp16 starting at 2^{ABLATION_INIT_EXPONENT}, growing after "
-                  f"{ABLATION_GROWTH_INTERVAL} good steps")
 ABLATION_KEY = "loss_scaling_ablation_job"
 
 
@@ -60,36 +54,14 @@ def amp_fp16_runs() -> list[tuple[str, object]]:
     return found
 
 
-def tiny_fp16_config(images: int, batch_size: int, **scaler) -> RunConfig:
-    """A few dozen fp16 steps on synthetic data, every loss scale recorded; small enough for a CPU, and within the
-    instructor's limits."""
-    settings = session.get_settings()
-    subset = images if settings.max_subset is None else min(images, settings.max_subset)
-    batch_size = min(batch_size, settings.max_batch_size)
-    return RunConfig(precision="amp-fp16", epochs=1, batch_size=batch_size, data="synthetic", loader="resident",
-                     subset=subset, test_subset=64, num_workers=0, log_every=1, warmup_steps=1, **scaler)
-
-
-def tiny_run_spec() -> JobSpec:
-    return JobSpec(kind="run", runs=[tiny_fp16_config(1024, 32)], label=TINY_RUN_LABEL)
-
-
-def ablation_spec() -> JobSpec:
-    """32 steps of 8 images: the scaler starts far too high and probes upward every few steps."""
-    config = tiny_fp16_config(256, 8, loss_scale_init=2.0**ABLATION_INIT_EXPONENT,
-                              loss_scale_growth_interval=ABLATION_GROWTH_INTERVAL)
-    return JobSpec(kind="run", runs=[config], label=ABLATION_LABEL)
-
-
 def times(count: int) -> str:
     return {1: "once", 2: "twice"}.get(count, f"{count} times")
 
 
-def scaler_name(config: dict) -> str:
-    found = RunConfig.from_dict(config)
-    if found.default_scaler:
+def scaler_name(config) -> str:
+    if config.default_scaler:
         return "default scaler (2^16, grows after 2000)"
-    return (f"start {found.loss_scale_init:,.0f}, grows after {found.loss_scale_growth_interval}")
+    return f"start {config.loss_scale_init:,.0f}, grows after {config.loss_scale_growth_interval}"
 
 
 st.title("Underflow and loss scaling")
@@ -105,7 +77,7 @@ though, pushes the big gradients to 65520 or more, which rounds to **inf** (fp16
 """
 )
 
-settings = session.get_settings()
+settings = server_bundle.settings()
 source = default_source(settings.data_root)
 try:
     views = gradient_views(source, settings.data_root)
@@ -169,7 +141,7 @@ if runs:
         shown = ", ".join(map(str, skipped[:20])) + (" ..." if len(skipped) > 20 else "")
         st.markdown(f"The scaler skipped **{len(skipped)}** of {result.total_steps} steps: {shown}.")
     else:
-        interval = RunConfig.from_dict(result.config).loss_scale_growth_interval
+        interval = result.config.loss_scale_growth_interval
         st.markdown(
             f"No step of these {result.total_steps} was skipped: this model's largest gradient times the scale "
             f"stayed below 65520, and the scale grows only after {interval} good steps in a row"
@@ -185,11 +157,11 @@ else:
         if tiny is not None and tiny.status != "done":
             st.error(f"The tiny run did not finish: {tiny.error}")
         jobs.forget(TINY_RUN_KEY)  # offer the button (again)
-        device = session.get_job_manager().device_type
+        device = server_bundle.job_manager().device_type
         if device == "cpu":
             st.caption("fp16 on this CPU is tens of times slower than fp32, so the tiny run uses 1,024 synthetic "
                        "images at batch 32: expect a minute or two.")
-        if st.button("Run a tiny amp-fp16 run") and jobs.submit(tiny_run_spec(), TINY_RUN_KEY):
+        if st.button("Run a tiny amp-fp16 run") and jobs.submit(server_bundle.offer().tiny_fp16_run(), TINY_RUN_KEY):
             st.rerun()
 
 st.subheader("The scaler at work: an ablation")
@@ -202,8 +174,8 @@ work, start it far too high, at **2^{ABLATION_INIT_EXPONENT} = {2**ABLATION_INIT
 grow after only **{ABLATION_GROWTH_INTERVAL}** good steps: a real run of 32 steps of 8 synthetic images.
 """
 )
-ablations = [(label, r) for label, r in runs if not RunConfig.from_dict(r.config).default_scaler]
-defaults = [(label, r) for label, r in runs if RunConfig.from_dict(r.config).default_scaler]
+ablations = [(label, r) for label, r in runs if not r.config.default_scaler]
+defaults = [(label, r) for label, r in runs if r.config.default_scaler]
 ablation_job = jobs.remembered(ABLATION_KEY)
 if ablation_job is not None and not ablation_job.finished:
     jobs.follow(ablation_job.id)
@@ -217,9 +189,9 @@ else:
             low=0, high=32, default=4, step=1, fmt="%d", answer=None,
             pending="Run the ablation to check.",
         )
-    if session.get_job_manager().device_type == "cpu":
+    if server_bundle.job_manager().device_type == "cpu":
         st.caption("fp16 on this CPU is tens of times slower than fp32: the 256 images take tens of seconds.")
-    if st.button("Run the scaler ablation") and jobs.submit(ablation_spec(), ABLATION_KEY):
+    if st.button("Run the scaler ablation") and jobs.submit(server_bundle.offer().scaler_ablation(), ABLATION_KEY):
         st.rerun()
 if ablations:
     label, ablation = ablations[0]
@@ -234,7 +206,7 @@ if ablations:
         low=0, high=ablation.total_steps, default=min(4, ablation.total_steps), step=1, fmt="%d",
         answer=len(skipped),
     )
-    start = RunConfig.from_dict(ablation.config).loss_scale_init
+    start = ablation.config.loss_scale_init
     scales = [start] + [point["scale"] for point in ablation.loss_scale_history]
     backoffs = sum(1 for before, after in pairwise(scales) if after < before)
     growths = sum(1 for before, after in pairwise(scales) if after > before)

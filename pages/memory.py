@@ -2,22 +2,26 @@
 
 import streamlit as st
 
-from lessons.memory_breakdown import BACKWARD_EXTRA, POOL_INDICES, MemoryBreakdown, measure_in_fresh_process
+from lessons.memory_breakdown import (
+    BACKWARD_EXTRA,
+    CONTEXT,
+    RESERVE,
+    MemoryBreakdown,
+    MemoryComparison,
+    measure_in_fresh_process,
+    peaks_by_batch,
+)
+from server.offer import MEMORY_BATCH_SIZES, MEMORY_SWEEP_BATCH_SIZES
 from trainer.errors import TrainerError
-from ui import session
-from ui.experiment import BATCH_SIZES, amp_modes, default_amp
+from ui import server_bundle
 from ui.learn_charts import memory_breakdown_chart, memory_by_batch_chart
 from ui.predict import predict_then_check
 from ui.widgets import next_link
 
-SWEEP_BATCHES = (8, 32, 128, 512)
-CONTEXT = "CUDA context and libraries"
-RESERVE = "allocator's cache (reserved, unused)"
-
 
 @st.cache_data(show_spinner="Measuring one training step in each mode, in a fresh Python...", max_entries=16)
 def breakdowns(device: str, precisions: tuple[str, ...], batch_sizes: tuple[int, ...]) -> list[dict]:
-    env = session.gpu_child_env() if device == "cuda" else None
+    env = server_bundle.gpu_child_env() if device == "cuda" else None
     return [b.to_dict() for b in measure_in_fresh_process(precisions, batch_sizes, device=device, env=env)]
 
 
@@ -25,33 +29,22 @@ def mb(nbytes: float) -> str:
     return f"{nbytes / 1e6:,.1f} MB"
 
 
-def saving(before: float, after: float) -> float:
-    return 1 - after / before if before else 0.0
-
-
-def explain_step(fp32: MemoryBreakdown, mixed: MemoryBreakdown, amp: str, batch: int, device: str) -> None:
+def explain_step(step: MemoryComparison, amp: str, batch: int, device: str) -> None:
     """The stacked chart, the table and what they say."""
+    fp32, mixed = step.fp32, step.mixed
     st.altair_chart(memory_breakdown_chart(fp32.rows() + mixed.rows()), width="stretch")
-    names = [n for n in dict.fromkeys([*fp32.components, *mixed.components])]
-    st.dataframe(
-        [{"component": name, "fp32": mb(fp32.components.get(name, 0)), amp: mb(mixed.components.get(name, 0))}
-         for name in names],
-        hide_index=True,
-    )
-
-    fixed = sum(fp32.components[n] for n in ("weights (fp32)", "gradients (fp32)", "optimizer state (momentum, fp32)"))
-    pool = mixed.components.get(POOL_INDICES, 0)
+    st.dataframe([{name: mb(value) if name != "component" else value for name, value in row.items()}
+                  for row in step.component_rows()], hide_index=True)
     workspaces = " (and on a GPU, cuDNN's workspaces)" if device == "cuda" else ""
-    copies = mixed.components.get("16-bit weight copies (autocast)", 0)
     st.markdown(
         f"""
     **What this says, at batch {batch} on this {device.upper()}:**
-    - Weights, gradients and momentum: **{mb(fixed)} in both modes**. AMP does not shrink them.
-    - Autocast's 16-bit weight copies add **{mb(copies)}** to the {amp} step.
+    - Weights, gradients and momentum: **{mb(step.fixed)} in both modes**. AMP does not shrink them.
+    - Autocast's 16-bit weight copies add **{mb(step.weight_copies)}** to the {amp} step.
     - Saved activations: **{mb(fp32.saved_activations)} -> {mb(mixed.saved_activations)}**
-      ({saving(fp32.saved_activations, mixed.saved_activations):.0%} less), of which **{mb(pool)}** are max-pool's int64
+      ({step.activation_saving:.0%} less), of which **{mb(step.pool_indices)}** are max-pool's int64
       indices, the same in both.
-    - The step's peak: **{mb(fp32.total)} -> {mb(mixed.total)}** ({saving(fp32.total, mixed.total):.0%} less).
+    - The step's peak: **{mb(fp32.total)} -> {mb(mixed.total)}** ({step.total_saving:.0%} less).
       "{BACKWARD_EXTRA}" is what the backward pass holds beyond the rest at its peak: the gradients flowing back
       through the layers before the activations they replace are freed{workspaces},
       {mb(fp32.components[BACKWARD_EXTRA])} in fp32.
@@ -82,7 +75,7 @@ def explain_step(fp32: MemoryBreakdown, mixed: MemoryBreakdown, amp: str, batch:
         )
 
 
-def batch_sweep(amp: str, device: str, max_batch: int) -> None:
+def batch_sweep(amp: str, device: str) -> None:
     """The step's peak in both modes at a few batch sizes, measured on request."""
     st.subheader("At which batch size does AMP's saving become large?")
     st.markdown(
@@ -90,7 +83,7 @@ def batch_sweep(amp: str, device: str, max_batch: int) -> None:
         "batches AMP saves little, or even costs memory through its weight copies, and the saving approaches the "
         "activations' own saving as the batch grows."
     )
-    sweep_batches = tuple(b for b in SWEEP_BATCHES if b <= max_batch)
+    sweep_batches = server_bundle.offer().batch_sizes(MEMORY_SWEEP_BATCH_SIZES)
     if st.button(f"Measure at batch sizes {', '.join(map(str, sweep_batches))}"):
         st.session_state["memory-sweep"] = sweep_batches
     if st.session_state.get("memory-sweep") == sweep_batches:
@@ -99,12 +92,10 @@ def batch_sweep(amp: str, device: str, max_batch: int) -> None:
         except TrainerError as err:
             st.error(f"Could not measure the sweep: {err}")
         else:
-            peaks = {(r.precision, r.batch_size): r.total for r in found}
-            rows = [{"precision": r.precision, "batch_size": r.batch_size, "bytes": r.total,
-                     "saving": saving(peaks[("fp32", r.batch_size)], r.total)} for r in found]
+            rows = peaks_by_batch(found)
             st.altair_chart(memory_by_batch_chart(rows), width="stretch")
-            st.markdown(" · ".join(f"batch {b}: {saving(peaks[('fp32', b)], peaks[(amp, b)]):.0%} less"
-                                   for b in sweep_batches))
+            st.markdown(" · ".join(f"batch {row['batch_size']}: {row['saving']:.0%} less"
+                                   for row in rows if row["precision"] == amp))
     elif device == "cpu":
         st.caption(f"On this CPU a {amp} step at batch 512 takes several seconds: expect up to a minute.")
 
@@ -124,16 +115,15 @@ from the allocator itself.
 """
 )
 
-settings = session.get_settings()
-device = session.get_job_manager().device_type
-if device == "cuda" and not session.gpu_is_idle():
+device = server_bundle.job_manager().device_type
+if device == "cuda" and not server_bundle.gpu_is_idle():
     # The measurement is a short GPU process outside the queue: it must not take memory or time from a timed run.
     st.info("A learner's job is training on the GPU right now, so this page measures on the CPU until it ends "
             "(the breakdown of the tensors is the same; the CUDA context and the allocator's cache are GPU-only).")
     device = "cpu"
-offered, _ = amp_modes(session.hardware())
-amp = default_amp(session.hardware(), offered)
-batches = [b for b in sorted({*BATCH_SIZES, 8, 16}) if b <= settings.max_batch_size] or [settings.max_batch_size]
+offer = server_bundle.offer()
+amp = offer.default_precision()
+batches = offer.batch_sizes(MEMORY_BATCH_SIZES)
 asked = st.query_params.get("batch", "256")
 default_batch = int(asked) if asked.isdigit() and int(asked) in batches else min(batches, key=lambda b: abs(b - 256))
 batch = st.select_slider("Batch size", options=batches, value=default_batch,
@@ -141,16 +131,16 @@ batch = st.select_slider("Batch size", options=batches, value=default_batch,
                               "do not.")
 
 try:
-    fp32, mixed = (MemoryBreakdown.from_dict(d) for d in breakdowns(device, ("fp32", amp), (batch,)))
+    step = MemoryComparison(*(MemoryBreakdown.from_dict(d) for d in breakdowns(device, ("fp32", amp), (batch,))))
 except TrainerError as err:
     st.error(f"Could not measure the step: {err}")
     st.stop()
 revealed = predict_then_check(
     "memory-saving", f"At batch {batch}, how much less memory will the {amp} step need at its peak than fp32's?",
-    low=0, high=80, default=40, step=5, fmt="%d%%", answer=round(100 * saving(fp32.total, mixed.total)),
+    low=0, high=80, default=40, step=5, fmt="%d%%", answer=round(100 * step.total_saving),
 )
 if revealed:
-    explain_step(fp32, mixed, amp, batch, device)
-    batch_sweep(amp, device, settings.max_batch_size)
+    explain_step(step, amp, batch, device)
+    batch_sweep(amp, device)
 
 next_link("pages/run_experiment.py", "run the experiment")

@@ -6,7 +6,7 @@ from lessons.capture import capture_values, default_source, summaries
 from lessons.number_formats import encode_all, format_table, parse_value
 from lessons.underflow import scale_outcome
 from trainer.errors import TrainerError
-from ui import session
+from ui import server_bundle
 from ui.learn_charts import bits_html, bits_legend_html, format_range_chart
 from ui.predict import predict_then_check
 from ui.widgets import next_link
@@ -106,7 +106,7 @@ convolutions, memory traffic and the data pipeline, it would not.
 """
 )
 
-settings = session.get_settings()
+settings = server_bundle.settings()
 source = default_source(settings.data_root)
 try:
     values = model_values(source, settings.data_root)

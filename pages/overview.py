@@ -2,9 +2,7 @@
 
 import streamlit as st
 
-from trainer.results import compare
-from ui import jobs, session
-from ui.experiment import QUICK_DEMO, quick_demo_spec
+from ui import jobs, server_bundle
 from ui.predict import predict_then_check
 from ui.reference import load_references
 from ui.widgets import RUN_PAGE, hardware_panel, next_link
@@ -49,16 +47,18 @@ On most pages you are asked to predict a number before the measurement shows it:
 )
 
 st.subheader("This server")
-report = session.hardware()
-unseen_gpu = session.unseen_gpu()
+report = server_bundle.hardware()
+unseen_gpu = server_bundle.unseen_gpu()
 if unseen_gpu:
     st.warning(unseen_gpu)
 hardware_panel(report)
 
 st.subheader("Quick demo")
+demo = server_bundle.offer().quick_demo()
+demo_run = demo.runs[0]
 st.markdown(
-    f"Compare fp32 with AMP on a small job: {QUICK_DEMO['subset']:,} synthetic images, "
-    f"{QUICK_DEMO['epochs']} epoch, batch {QUICK_DEMO['batch_size']}, data held on the device. It usually "
+    f"Compare fp32 with AMP on a small job: {demo_run.subset:,} synthetic images, "
+    f"{demo_run.epochs} epoch, batch {demo_run.batch_size}, data held on the device. It usually "
     "finishes within a minute or two (longer if other learners' jobs are queued)."
 )
 # The quick demo as recorded on this kind of device (reference/), so that a guess can be checked before any run.
@@ -68,12 +68,12 @@ if predict_then_check(
     "quick-demo-speedup", f"In the quick demo on a {report.device_type.upper()} like this server's, how many times "
     f"as fast as fp32 will {demo_mode} train (1.00x: as fast; below 1: slower)?",
     low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
-    answer=compare(demo_reference.baseline, demo_reference.candidate).speedup if demo_reference else None,
+    answer=demo_reference.speedup if demo_reference else None,
     pending=f"No quick demo has been recorded on a {report.device_type.upper()} yet: run it below, and the Run page "
     "checks the same guess against your own comparison.",
 ) and demo_reference is not None:
     st.caption(f"Measured in a reference run, not yours: {demo_reference.label}. {demo_reference.note}")
-if st.button("Run the quick demo", type="primary") and jobs.submit(quick_demo_spec(report, session.get_settings())):
+if st.button("Run the quick demo", type="primary") and jobs.submit(demo):
     st.switch_page(RUN_PAGE)
 
 next_link("pages/fp32_baseline.py", "the fp32 baseline")

@@ -3,20 +3,14 @@ lab's table, charts, an explanation and downloads."""
 
 import streamlit as st
 
-from server.history import HistoryError
-from server.records import JobView
-from trainer.results import median_pair, speedup_interval, split_pairs
-from trainer.timing_quality import is_noisy
-from ui import exports, jobs, session
-from ui.choices import shown
-from ui.interpret import uncertainty
+from lessons.verdicts import headline
+from ui import exports, jobs, server_bundle
 from ui.reference import load_references, reference_panel
 from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, named_results, when
 
 st.title("Results")
 
-store = session.get_history()
-mine = [job for job in reversed(session.my_jobs()) if job.kind == "compare"]
+mine = [job for job in reversed(jobs.my_jobs()) if job.kind == "compare"]
 mine_done = [job for job in mine if job.status == "done"]
 if mine and mine[0].status in ("failed", "cancelled"):
     st.warning(f"Your latest comparison ({mine[0].label}) {mine[0].status}: {mine[0].error}")
@@ -24,16 +18,12 @@ if mine and mine[0].status in ("failed", "cancelled"):
 # Your comparisons (newest first); the whole class's on request; a shared link's in any case.
 class_wide = jobs.whole_class("results_whose")
 listed = jobs.mine_then_class(kind="compare", status="done", limit=100) if class_wide else mine_done
-options: dict[str, JobView] = {job.id: job for job in listed}
+options = {job.id: job for job in listed}
 
 requested = st.query_params.get("job")
 if requested is not None and requested not in options:
-    try:
-        found = store.get_job(requested)
-        unavailable = f"There is no finished comparison with the id {shown(requested)} on this server"
-    except HistoryError:  # a damaged row (the store logs it): one line, as the other pages skip such rows
-        found, unavailable = None, f"The comparison {shown(requested)} is damaged in this server's history"
-    if found is not None and found.kind == "compare" and found.status == "done":
+    found, unavailable = jobs.finished_comparison(requested)
+    if found is not None:
         options[found.id] = found
     else:
         st.error(f"{unavailable}: showing the latest one instead. Pick any finished comparison below.")
@@ -46,7 +36,7 @@ if not options:
         st.info("You have no finished comparison yet: run one (a minute with a small subset), or look at the "
                 "whole class's above.")
     st.page_link(RUN_PAGE, label="Run the experiment", icon="🧪")
-    device_type = session.get_job_manager().device_type
+    device_type = server_bundle.job_manager().device_type
     references = load_references(device_type=device_type, purpose="quick-demo")
     if references:
         st.subheader("Meanwhile: a reference comparison, not yours")
@@ -60,7 +50,7 @@ ids = list(options)
 names = jobs.owner_names()
 
 
-def describe(job: JobView) -> str:
+def describe(job) -> str:
     owner = "yours" if jobs.is_mine(job) else names.get(job.learner_id, "a learner")
     return f"{when(job.created_at)} · {job.label} · {owner}"
 
@@ -78,10 +68,8 @@ device = results[0].environment.get("device_name")
 st.caption(f"Job {job.id[:8]} · finished {when(job.finished_at)} · device: {device}")
 
 # The headline: the speedup, its range over repeated pairs, and whether the timing lets it be taken as a fact.
-baselines, candidates = split_pairs(results)
-interval = speedup_interval(baselines, candidates)
-doubt = uncertainty(*median_pair(baselines, candidates), interval, results)
-noisy = sum(is_noisy(result.timing_quality) for result in results)
+found = headline(results)
+interval = found.interval
 speed, spread, timing = st.columns(3)
 speed.metric(
     f"Speedup ({interval.median_name} of {interval.pairs} pairs)" if interval.known else "Speedup (one pair of runs)",
@@ -94,17 +82,16 @@ spread.metric(
     help="The lowest and highest speedup of the pairs." if interval.known
     else "One pair cannot show how much the speedup varies: choose Repeats on the Run page to measure it.",
 )
-measured = all(result.timing_quality for result in results)  # runs recorded before the verdict existed have none
 timing.metric(
     "Timing",
-    "uncertain" if doubt else "steady" if measured else "not measured",
-    f"{noisy} of {len(results)} runs noisy" if noisy else None,
+    found.timing,
+    f"{found.noisy_runs} of {len(results)} runs noisy" if found.noisy_runs else None,
     delta_color="off",
     delta_arrow="off",
     help="Whether other load on the machine, or pairs that disagree, leave the speedup in doubt.",
 )
-if doubt:
-    st.caption(f"**Uncertain:** {doubt}.")
+if found.doubt:
+    st.caption(f"**Uncertain:** {found.doubt.reason}.")
 
 st.subheader("The lab's table")
 comparison_summary(runs, key="results", with_lab_reference=True)
@@ -117,7 +104,7 @@ st.subheader("How each run was made")
 for label, result in runs.items():
     with st.expander(f"{label}: settings and environment"):
         st.markdown("**Settings**")
-        st.json(result.config, expanded=False)
+        st.json(result.config.to_dict(), expanded=False)
         st.markdown("**Environment**")
         st.json(result.environment, expanded=False)
 

@@ -3,21 +3,9 @@ it live."""
 
 import streamlit as st
 
-from server.estimate import estimate_job_seconds
-from trainer.datasets import cifar10_available
-from trainer.results import speedup_interval, split_pairs
-from ui import jobs, session
-from ui.experiment import (
-    DATA_NAMES,
-    LOADER_NAMES,
-    amp_modes,
-    blocking_reasons,
-    comparison_spec,
-    experiment_choices,
-    pairs_name,
-    subset_name,
-    tf32_note,
-)
+from server.offer import ComparisonRequest, pairs_name, subset_name
+from ui import form_state, identity, jobs, server_bundle
+from ui.experiment import DATA_NAMES, LOADER_NAMES, tf32_note
 from ui.predict import predict_then_check
 from ui.reference import load_references, reference_panel
 from ui.widgets import about, job_panel
@@ -26,23 +14,13 @@ RUNNING_REFRESH_S = 1.0
 QUEUED_REFRESH_S = 5.0
 MEMORY_PAGE = "pages/memory.py"
 
-
-def latest_speedup(mine) -> float | None:
-    """The speedup (fp32 time over AMP time; over repeated pairs their median, as on Results) of this learner's
-    latest finished comparison."""
-    for job in reversed(mine):
-        if job.kind == "compare" and job.status == "done" and len(job.results) >= 2:
-            return speedup_interval(*split_pairs(job.results)).median
-    return None
-
-
-settings = session.get_settings()
-manager = session.get_job_manager()
-report = session.hardware()
-sid = session.learner_id()
-cifar10_ok = cifar10_available(settings.data_root)
-choices = experiment_choices(settings, report, cifar10_ok, session.presets())
-_, missing_modes = amp_modes(report)
+settings = server_bundle.settings()
+manager = server_bundle.job_manager()
+report = server_bundle.hardware()
+offer = server_bundle.offer()
+learner_id = identity.learner_id()
+choices = offer.choices()
+_, missing_modes = offer.compared_precisions()
 
 st.title("Run the experiment")
 st.markdown(
@@ -64,9 +42,9 @@ with st.expander("This server's limits (set by the instructor)"):
         hide_index=True,
     )
 
-session.apply_query_params(list(choices.values()))
+form_state.apply_query_params(list(choices.values()))
 for choice in choices.values():
-    session.checked_state(choice)
+    form_state.checked_state(choice)
 
 
 def pick(param: str, widget, **kwargs):
@@ -100,7 +78,7 @@ with left:
         "per step, which is where low precision pays.",
     )
 with right:
-    pick("amp", st.radio, help="The mode that is compared with the fp32 baseline.", horizontal=True)
+    pick("precision", st.radio, help="The mode that is compared with the fp32 baseline.", horizontal=True)
     for mode, reason in missing_modes.items():
         if mode != "fp32-default":  # the TF32 note below says why
             st.caption(f"{mode} is not offered here: {reason}.")
@@ -111,7 +89,7 @@ with right:
         "each pair adds its two runs' time to your wait and to the class's queue."
     )
     pick("data", st.radio, format_func=DATA_NAMES.get, horizontal=True)
-    if not cifar10_ok:
+    if not offer.cifar10_ok:
         st.caption(
             "CIFAR-10 is not offered: it is not in this server's data folder, and a learner's job never downloads "
             "it. The synthetic images have the same shape and size, and a pattern per class that the model can learn."
@@ -132,25 +110,25 @@ with right:
         help="Shows whether the loader or the arithmetic bounds the run; adds one GPU synchronisation per step.",
     )
 
-values = {param: st.session_state[choice.key] for param, choice in choices.items()}
-if values["amp"] == "amp-fp16" and report.device_type == "cpu":
+request = ComparisonRequest.of({param: st.session_state[choice.key] for param, choice in choices.items()})
+if request.precision == "amp-fp16" and report.device_type == "cpu":
     st.warning(f"amp-fp16 on this server's CPU: {report.cpu_fp16_note}")
-blocked = blocking_reasons(values, report)
+blocked = offer.blocking_reasons(request)
 for reason in blocked:
-    st.error(reason)
+    st.error(reason[:1].upper() + reason[1:] + ".")
 
-spec = comparison_spec(values)
-estimate = estimate_job_seconds(spec, manager.store, manager.device_type)
+spec = offer.comparison(request)
+estimate = jobs.estimate(spec)
 ahead, _ = manager.wait_for_new_job()  # waiting and running jobs, on every worker
 queue_note = "" if ahead == 0 else f" {ahead} job{'s are' if ahead > 1 else ' is'} ahead of yours in the queue."
-runs_named = "both runs" if len(spec.runs) == 2 else f"all {len(spec.runs)} runs ({pairs_name(values['repeats'])})"
+runs_named = "both runs" if len(spec.runs) == 2 else f"all {len(spec.runs)} runs ({pairs_name(request.repeats)})"
 st.info(f"**Estimated time for {runs_named}:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
 
 if st.button("Run", type="primary", disabled=bool(blocked)):
     jobs.submit(spec)
 predict_then_check(
-    "run-speedup", f"How many times as fast as fp32 will {values['amp']} train here, with these settings?",
-    low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx", answer=latest_speedup(session.my_jobs()),
+    "run-speedup", f"How many times as fast as fp32 will {request.precision} train here, with these settings?",
+    low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx", answer=jobs.latest_speedup(jobs.my_jobs()),
     pending="Your comparison's measured speedup appears here when it has finished.",
 )
 references = load_references(device_type=report.device_type, purpose="quick-demo")
@@ -161,7 +139,7 @@ with st.expander(f"Reference results recorded on a {report.device_type.upper()} 
         reference_panel(reference)
 
 st.subheader("Your job")
-mine = session.my_jobs()  # with the history: once per page run, not on every tick
+mine = jobs.my_jobs()  # with the history: once per page run, not on every tick
 statuses = {job.id: job.status for job in mine if not job.finished}
 # A running job's progress changes every second; a waiting job's place in the queue far more slowly.
 refresh_s = RUNNING_REFRESH_S if "running" in statuses.values() else QUEUED_REFRESH_S
@@ -170,14 +148,14 @@ refresh_s = RUNNING_REFRESH_S if "running" in statuses.values() else QUEUED_REFR
 @st.fragment(run_every=refresh_s if statuses else None)
 def live_jobs() -> None:
     """Redrawn while a job of this learner waits or runs, from the job manager's memory only."""
-    active = session.active_jobs() if statuses else []
+    active = jobs.active_jobs() if statuses else []
     if {job.id: job.status for job in active} != statuses:
         st.rerun()  # a job started or ended: redraw the page once (and change or stop the refresh)
     if not mine:
         st.caption("Nothing yet: choose the settings above and press Run.")
     for job in active or mine[-1:]:
         with st.container(border=True):
-            job_panel(job, sid, manager)
+            job_panel(job, learner_id, manager)
 
 
 live_jobs()

@@ -2,46 +2,37 @@
 
 import streamlit as st
 
-from lessons.capture import default_source
-from lessons.payoff import (
-    DEFAULT_STEPS_PER_RUN,
-    SWEEP_BATCH_SIZES,
-    breakdown_sentence,
-    plan_breakdown,
-    plan_sweep,
-    summarize_breakdown,
-    summarize_sweep,
-    sweep_modes,
-    verdict,
-)
+from lessons.payoff import breakdown_sentence, summarize_breakdown, summarize_sweep, verdict
 from server.batch_probe import PROBE_CEILING
-from server.estimate import estimate_run_seconds
-from server.records import MAX_SWEEP_RUNS, JobSpec, JobView
+from server.offer import (
+    BREAKDOWN_STEPS,
+    MAX_SWEEP_RUNS,
+    SWEEP_BATCH_SIZES,
+    SWEEP_LOADERS,
+    SWEEP_STEPS,
+    SWEEP_WIDTHS,
+)
 from trainer.comparison_table import format_bytes
-from trainer.config import RunConfig
 from trainer.errors import TrainerError
 from trainer.results import MEMORY_LABELS
-from ui import jobs, session
-from ui.experiment import amp_modes, default_amp
+from ui import jobs, server_bundle
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.predict import predict_then_check
 from ui.reference import Reference, reference_rows, reference_sweep
 from ui.widgets import about, next_link, when
 
-BREAKDOWN_LABEL = "where the time goes"
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
 SWEEP_KEY = "when_amp_pays_sweep_job"
-WIDTH_CHOICES = (1, 2, 4, 8)
 SPEEDUP_QUESTION = ("how fast will {mode} train at batch {batch}{width}, as a multiple of fp32's images/s "
                     "(1.00x: as fast as fp32; below 1: slower)?")
 
 
-def breakdown_jobs() -> list[JobView]:
+def breakdown_jobs() -> list:
     """Finished time-breakdown jobs: this learner's newest first, then the server's."""
     return [job for job in jobs.mine_then_class(kind="breakdown", limit=20) if job.results]
 
 
-def sweep_label(job: JobView) -> str:
+def sweep_label(job) -> str:
     mine = " (yours)" if jobs.is_mine(job) else ""
     return f"{when(job.created_at)} · {job.label or 'sweep'} · {job.status}{mine}"
 
@@ -55,7 +46,7 @@ def follow_sweep(job_id: str) -> None:
         show_sweep(job)
 
 
-def show_sweep(job: JobView) -> None:
+def show_sweep(job) -> None:
     rows = [row.to_dict() for row in summarize_sweep(job.outcomes)]
     if job.status in ("failed", "cancelled"):
         st.warning(f"This sweep {job.status}: {job.error}")
@@ -101,7 +92,7 @@ def sweep_figures(rows: list[dict]) -> None:
 
 def show_reference_sweep(references: list[Reference]) -> None:
     """A recorded sweep, labelled as reference with machine, date and settings; never mixed with this server's."""
-    batches = ", ".join(str(r.baseline.config["batch_size"]) for r in references)
+    batches = ", ".join(str(r.baseline.config.batch_size) for r in references)
     st.markdown(f"**Reference sweep** (not your runs): fp32 vs {references[0].candidate.precision} at batch "
                 f"{batches}, recorded with the project's command line, one `compare` per batch size.")
     sweep_figures([row.to_dict() for row in reference_rows(references)])
@@ -120,7 +111,7 @@ def predict_speedup(key: str, where: str, mode: str, batch: int, width: int | No
                               answer=answer, pending=pending)
 
 
-def predict_on_sweep(job: JobView) -> bool:
+def predict_on_sweep(job) -> bool:
     """Predict AMP's speedup at the sweep's largest batch (at its narrowest width); checked once both runs are in."""
     widths = sorted({config.width for config in job.spec.runs})
     batch = max(config.batch_size for config in job.spec.runs if config.width == widths[0])
@@ -133,10 +124,9 @@ def predict_on_sweep(job: JobView) -> bool:
                            widths[0] if len(widths) > 1 else None, answer, pending)
 
 
-settings = session.get_settings()
-report = session.hardware()
-manager = session.get_job_manager()
-source = default_source(settings.data_root)
+offer = server_bundle.offer()
+manager = server_bundle.job_manager()
+source = offer.default_data
 
 st.title("When AMP pays off")
 st.markdown(
@@ -164,29 +154,24 @@ st.markdown(
     "processes) and once with the whole dataset resident on the device, timing for each step how long it waited "
     "for its batch and how long it computed."
 )
-offered, _ = amp_modes(report)
+offered, _ = offer.compared_precisions()
 left, middle, right = st.columns(3)
 breakdown_precision = left.selectbox("Precision", ("fp32", *offered), key="breakdown_precision")
-# Within the instructor's batch limit, even one below the smallest usual size (then that limit is the one offered).
-batches = [b for b in SWEEP_BATCH_SIZES if b <= settings.max_batch_size] or [settings.max_batch_size]
+batches = offer.batch_sizes(SWEEP_BATCH_SIZES)
 breakdown_batch = middle.select_slider("Batch size", options=batches,
                                        value=max([b for b in batches if b <= 256] or batches[:1]), key="breakdown_batch")
-steps = right.slider("Steps per run", min_value=10, max_value=100, value=30, step=10, key="breakdown_steps")
+steps = right.slider("Steps per run", min_value=10, max_value=100, value=BREAKDOWN_STEPS, step=10,
+                     key="breakdown_steps")
 try:
-    breakdown_plan = plan_breakdown(
-        RunConfig(precision=breakdown_precision, batch_size=breakdown_batch, data=source), steps=steps
-    )
-    for config in breakdown_plan:
-        settings.check(config)
+    breakdown_spec = offer.breakdown(breakdown_precision, breakdown_batch, steps)
 except TrainerError as err:
     st.error(str(err))
-    breakdown_plan = None
+    breakdown_spec = None
 running = jobs.remembered(BREAKDOWN_KEY)
 if running is not None and not running.finished:
     jobs.follow(running.id)
-elif breakdown_plan and st.button("Measure where the time goes"):
-    label = f"{BREAKDOWN_LABEL}: DataLoader vs resident ({breakdown_precision}, batch {breakdown_batch})"
-    if jobs.submit(JobSpec(kind="breakdown", runs=breakdown_plan, label=label), BREAKDOWN_KEY):
+elif breakdown_spec and st.button("Measure where the time goes"):
+    if jobs.submit(breakdown_spec, BREAKDOWN_KEY):
         st.rerun()
 finished = breakdown_jobs()
 if finished:
@@ -206,31 +191,24 @@ st.markdown(
     "where AMP has the most to gain."
 )
 left, right = st.columns(2)
-swept = sweep_modes(offered)  # tf32 is offered for comparisons, but a sweep pits fp32 against an AMP mode
-amp_mode = left.selectbox("AMP mode", swept, index=swept.index(default_amp(report, swept)), key="sweep_amp")
+swept = offer.sweep_precisions  # tf32 is offered for comparisons, but a sweep pits fp32 against an AMP mode
+amp_mode = left.selectbox("AMP mode", swept, index=swept.index(offer.default_precision(swept)), key="sweep_amp")
 chosen_batches = left.multiselect("Batch sizes", batches, default=[b for b in (64, 256, 1024) if b in batches][:3]
                                   or batches[:1], key="sweep_batches")
-chosen_widths = right.multiselect("Model widths", WIDTH_CHOICES, default=[1], key="sweep_widths")
-steps_per_run = right.slider("Steps per run", min_value=10, max_value=60, value=DEFAULT_STEPS_PER_RUN, step=5,
+chosen_widths = right.multiselect("Model widths", SWEEP_WIDTHS, default=[1], key="sweep_widths")
+steps_per_run = right.slider("Steps per run", min_value=10, max_value=60, value=SWEEP_STEPS, step=5,
                              key="sweep_steps")
-loader = right.selectbox("Loader", ("resident", "dataloader"), key="sweep_loader",
+loader = right.selectbox("Loader", SWEEP_LOADERS, key="sweep_loader",
                          help="Resident keeps data loading out of the way, so the sweep measures the arithmetic.")
-plan = None
+sweep_spec = None
 try:
-    plan = plan_sweep(
-        RunConfig(data=source, loader=loader), chosen_batches, chosen_widths, amp_mode, steps_per_run,
-        max_runs=MAX_SWEEP_RUNS,
-    )
-    for config in plan:  # say now, not at submit, when a point asks for more images than this server allows
-        settings.check(config)
-except TrainerError as err:
+    sweep_spec = offer.sweep(amp_mode, chosen_batches, chosen_widths, steps_per_run, loader)
+except TrainerError as err:  # said now, not at submit, when a point asks for more than this server allows
     st.error(str(err))
-if plan:
-    total = [estimate_run_seconds(c, session.get_history(), manager.device_type) for c in plan]
-    estimate = None if None in total else sum(total)
-    st.caption(f"{len(plan)} runs on {source} data; {about(estimate)} once it starts.")
-on_gpu = manager.device_type == "cuda"
-if on_gpu:
+plan = sweep_spec.runs if sweep_spec else None
+if sweep_spec:
+    st.caption(f"{len(plan)} runs on {source} data; {about(jobs.estimate(sweep_spec))} once it starts.")
+if offer.device_type == "cuda":
     st.caption("After the runs, the job also searches the largest batch that fits in GPU memory for each precision "
                "(a bounded search: doubling, then bisecting, each try a two-step run in its own process).")
 else:
@@ -239,10 +217,8 @@ else:
 current = jobs.remembered(SWEEP_KEY)
 if current is not None and not current.finished:
     jobs.follow(current.id)
-elif plan and st.button("Queue the sweep", type="primary"):
-    label = (f"sweep: fp32 vs {amp_mode}, batch {', '.join(map(str, sorted(chosen_batches)))}, "
-             f"width {', '.join(map(str, sorted(chosen_widths)))}, {loader}")
-    if jobs.submit(JobSpec(kind="sweep", runs=plan, label=label, probe_max_batch=on_gpu), SWEEP_KEY):
+elif sweep_spec and st.button("Queue the sweep", type="primary"):
+    if jobs.submit(sweep_spec, SWEEP_KEY):
         st.rerun()
 
 st.subheader("3. Sweep results")
@@ -255,7 +231,7 @@ if not sweeps:
     st.info("No sweep on this server yet: queue one above. Finished sweeps stay in the history and can be "
             "reopened here.")
     if reference:
-        largest = reference[-1].baseline.config["batch_size"]
+        largest = reference[-1].baseline.config.batch_size
         machine = reference[-1].label.split(" · ")[0]
         reference_open = predict_speedup(
             "reference-speedup", f"Reference recorded on {machine}, not your run",

@@ -1,5 +1,5 @@
-"""What the instructor's console needs from the server: who may open it, the class's results in one table, and
-how long the queue will take."""
+"""What the instructor's console needs from the server: who may open it, each learner's latest comparison, and how
+long the queue will take."""
 
 from __future__ import annotations
 
@@ -13,8 +13,6 @@ from typing import Callable
 from server.estimate import job_estimate
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
-from trainer.comparison_table import MEMORY_SHORT_NAMES, headline_memory
-from trainer.results import compare, median_pair, speedup_interval, split_pairs
 
 FREE_TRIES = 3  # wrong passwords before the console starts making people wait
 MAX_WAIT_S = 300.0
@@ -58,58 +56,13 @@ class PasswordGate:
             return False, f"wrong password; the next try is possible in {delay:.0f} s"
 
 
-@dataclass
-class ClassRow:
-    """One learner's latest finished comparison: with repeated pairs, the median speedup and its range, and the
-    median pair's memory and accuracy (as Results shows them)."""
-
-    learner: str
-    when: float
-    device: str
-    baseline: str
-    candidate: str
-    speedup: float
-    speedup_low: float | None  # None for one pair of runs: its spread is unknown
-    speedup_high: float | None
-    pairs: int
-    memory_figure: str
-    memory_saving_pct: float | None
-    baseline_accuracy: float | None
-    candidate_accuracy: float | None
-    job_id: str
-
-
-def class_results(store: HistoryStore, names: dict[str, str]) -> list[ClassRow]:
-    """Each learner's latest finished comparison, newest first."""
+def latest_comparisons(store: HistoryStore) -> list[JobView]:
+    """Each learner's latest finished comparison with at least a pair of runs, newest first."""
     latest: dict[str, JobView] = {}
     for job in store.list_jobs(kind="compare", status="done", limit=CLASS_RESULTS_SCANNED):
         if len(job.results) >= 2:
             latest.setdefault(job.learner_id, job)  # newest first, so the first seen is the latest
-    return [_row(job, names.get(owner, "a learner")) for owner, job in latest.items()]
-
-
-def _row(job: JobView, learner: str) -> ClassRow:
-    baselines, candidates = split_pairs(job.results)
-    interval = speedup_interval(baselines, candidates)
-    baseline, candidate = median_pair(baselines, candidates)
-    comparison = compare(baseline, candidate)
-    memory_key = headline_memory(comparison.memory_reduction_pct)
-    return ClassRow(
-        learner=learner,
-        when=job.finished_at or job.created_at,
-        device=str(candidate.environment.get("device_name", "?")),
-        baseline=baseline.precision,
-        candidate=candidate.precision,
-        speedup=interval.median,
-        speedup_low=interval.low,
-        speedup_high=interval.high,
-        pairs=interval.pairs,
-        memory_figure=MEMORY_SHORT_NAMES.get(memory_key, memory_key or "-"),
-        memory_saving_pct=comparison.memory_reduction_pct.get(memory_key) if memory_key else None,
-        baseline_accuracy=baseline.test_accuracy,
-        candidate_accuracy=candidate.test_accuracy,
-        job_id=job.id,
-    )
+    return list(latest.values())
 
 
 def comparisons_per_hour(store: HistoryStore, workers: int) -> float | None:

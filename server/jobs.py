@@ -17,15 +17,16 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from server.batch_probe import probe_max_batch
 from server.devices import Slot, server_slots
 from server.estimate import estimate_run_seconds
 from server.history import HistoryStore
-from server.records import CPU_FP16_MAX_SUBSET, FINISHED_STATUSES, JobSpec, JobView
+from server.offer import Offer
+from server.records import FINISHED_STATUSES, JobSpec, JobView
 from server.settings import Settings
-from trainer.capabilities import DeviceFacts, mode_support, resolve_device_type
+from trainer.capabilities import resolve_device_type
 from trainer.comparison_table import format_seconds
 from trainer.config import RunConfig
 from trainer.errors import ConfigError, TrainerError, one_line
@@ -88,7 +89,8 @@ class JobManager:
     """One FIFO queue and one worker thread per slot (a GPU, or the CPU); every change goes to the history.
 
     `slots` fixes the workers; `cluster_slots` (a Ray cluster's, by default with `ray_address`) is asked for them
-    again every `resize_every_s`, and the workers follow it.
+    again every `resize_every_s`, and the workers follow it. `offer` gives the server's offer as it stands (the
+    app's knows the device's modes from its hardware report); every job is admitted through it, once.
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class JobManager:
         cluster_slots: Callable[[], list[Slot]] | None = None,
         resize_every_s: float = RESIZE_EVERY_S,
         silent_run_limit_s: float | None = None,
+        offer: Callable[[], Offer] | None = None,
     ):
         self.settings = settings
         # A hung run (a stuck driver call, a deadlocked loader) would hold its worker, and its GPU, for good.
@@ -115,6 +118,7 @@ class JobManager:
             device_type = device_type or runner.device_type
             cluster_slots = cluster_slots or runner.slots
         self.device_type = device_type or resolve_device_type(settings.device)
+        self._offer = offer or functools.partial(Offer.for_device, settings, self.device_type)
         self._prestarted = PrestartedRunner() if runner is None else None
         self._runner = runner or self._prestarted
         self._prober = prober
@@ -144,10 +148,10 @@ class JobManager:
     # ---- what pages call ----------------------------------------------------------------------
 
     def submit(self, learner_id: str, spec: JobSpec) -> str:
-        """Check `spec` against this server's limits and queue it; return the new job's id."""
+        """Admit `spec` through the server's offer (its one door) and queue it; return the new job's id."""
         if not isinstance(learner_id, str) or not learner_id:
             raise ConfigError("a job needs a learner id")
-        spec = self._server_spec(spec)
+        spec = self._offer().admit(spec)
         estimates = [estimate_run_seconds(run, self.store, self.device_type) for run in spec.runs]
         job = _Job(id=uuid.uuid4().hex, learner_id=learner_id, spec=spec, run_estimates=estimates)
         job.extras["device_type"] = self.device_type
@@ -430,18 +434,6 @@ class JobManager:
 
     # ---- helpers ------------------------------------------------------------------------------
 
-    def _server_spec(self, spec: JobSpec) -> JobSpec:
-        """The spec with the instructor's paths and this device forced in, validated against the limits."""
-        if not isinstance(spec, JobSpec):
-            raise ConfigError("submit needs a JobSpec")
-        spec.validate()
-        runs = [replace(self.settings.apply(run), device=self.device_type) for run in spec.runs]
-        for run in runs:
-            run.validate()
-            self.settings.check(run)
-            self._check_device(run)
-        return JobSpec(spec.kind, runs, spec.label.strip(), bool(spec.probe_max_batch))
-
     def _check_class_queue(self) -> None:
         """Refuse a job over the instructor's cap on waiting jobs, saying how long the queue takes now."""
         limit = self.settings.max_queued_total
@@ -454,16 +446,6 @@ class JobManager:
             f"allows {limit}) and the current wait is {'unknown' if wait is None else 'about ' + format_seconds(wait)}"
             "; try again later"
         )
-
-    def _check_device(self, run: RunConfig) -> None:
-        if self.device_type != "cpu":
-            return  # GPU capability checks run in the child, so this process never opens a CUDA context
-        mode_support(DeviceFacts("cpu")).check(run.precision)
-        if run.precision == "amp-fp16" and (run.subset is None or run.subset > CPU_FP16_MAX_SUBSET):
-            raise ConfigError(
-                f"amp-fp16 on this CPU is tens of times slower than fp32, so it is allowed only on a subset of "
-                f"at most {CPU_FP16_MAX_SUBSET} images; pick a smaller subset or amp-bf16"
-            )
 
     def _finish(self, job: _Job, status: str, error: str | None) -> None:
         if status == "cancelled" and job.cancelled_by is None:

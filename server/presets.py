@@ -9,7 +9,8 @@ from server.history import HistoryStore
 from trainer.errors import ConfigError
 
 # The Run page's settings a preset may fix (the same names a link's ?epochs=... uses).
-PRESET_PARAMS = ("epochs", "batch_size", "subset", "data", "loader", "amp", "width", "channels_last")
+PRESET_PARAMS = ("epochs", "batch_size", "subset", "data", "loader", "precision", "width", "channels_last")
+RENAMED_PARAMS = {"amp": "precision"}  # an earlier version's name -> today's; still read
 MAX_PRESET_CHARS = 500
 
 _SCHEMA = """
@@ -35,6 +36,7 @@ def parse_presets(text: object) -> dict[str, str]:
         raise ConfigError(f"presets {text!r} are not name=value pairs joined by '&' (e.g. epochs=1&batch_size=128)")
     presets: dict[str, str] = {}
     for name, value in pairs:
+        name = RENAMED_PARAMS.get(name, name)
         if name not in PRESET_PARAMS:
             raise ConfigError(f"unknown preset {name!r}: choose from {', '.join(PRESET_PARAMS)}")
         if name in presets:

@@ -48,7 +48,8 @@ def _run_task(config: dict, env: dict):
                 env=env,
             )
         except BaseException as err:  # reported as the run's failure rather than lost with this thread
-            outcome = RunOutcome(RunConfig.from_dict(config), "failed", error=str(err), error_kind="crashed")
+            outcome = RunOutcome(RunConfig.from_dict(config, stored=True), "failed", error=str(err),
+                                 error_kind="crashed")
         events.put(("outcome", outcome.to_dict()))
 
     worker = threading.Thread(target=work, daemon=True)

@@ -21,9 +21,6 @@ RUNS_PER_KIND = {
     "compare": (2, 2 * MAX_COMPARE_PAIRS), "run": (1, 1), "sweep": (1, MAX_SWEEP_RUNS), "breakdown": (2, 2),
 }  # (fewest, most)
 MAX_LABEL_CHARS = 120
-# fp16 autocast on a CPU without AMX-FP16 (most CPUs) is tens of times slower than fp32, so the server takes it
-# only on a small subset.
-CPU_FP16_MAX_SUBSET = 5000
 
 
 @dataclass
@@ -35,8 +32,10 @@ class JobSpec:
     label: str = ""
     probe_max_batch: bool = False  # sweep on CUDA: also search the largest batch per precision
 
-    def validate(self) -> "JobSpec":
-        """Raise ConfigError with one clear line for the first problem; return self."""
+    def check_shape(self) -> "JobSpec":
+        """Raise ConfigError with one clear line for the first problem of the job as a whole (its kind, its runs'
+        number and order, its label); return self. Each run's own settings are checked by the server's door
+        (server/offer.py)."""
         if self.kind not in JOB_KINDS:
             raise ConfigError(f"unknown job kind {self.kind!r}: choose one of {', '.join(JOB_KINDS)}")
         if not isinstance(self.runs, list) or not all(isinstance(run, RunConfig) for run in self.runs):
@@ -51,8 +50,6 @@ class JobSpec:
             _check_alternating(self.runs)
         if not isinstance(self.label, str) or len(self.label) > MAX_LABEL_CHARS:
             raise ConfigError(f"a job label must be text of at most {MAX_LABEL_CHARS} characters")
-        for run in self.runs:
-            run.validate()
         return self
 
     @property
@@ -72,7 +69,7 @@ class JobSpec:
     def from_dict(cls, data: dict) -> "JobSpec":
         return cls(
             kind=data["kind"],
-            runs=[RunConfig.from_dict(run) for run in data.get("runs", [])],
+            runs=[RunConfig.from_dict(run, stored=True) for run in data.get("runs", [])],
             label=data.get("label", ""),
             probe_max_batch=bool(data.get("probe_max_batch", False)),
         )

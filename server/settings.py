@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from server.presets import parse_presets
-from trainer.config import DEVICES, MAX_BATCH_SIZE, MAX_EPOCHS, RunConfig
+from trainer.config import DEVICES, MAX_BATCH_SIZE, MAX_EPOCHS
 from trainer.errors import ConfigError
 
 CONFIG_FILE_VAR = "AMP_LAB_CONFIG"
@@ -134,32 +134,6 @@ class Settings:
             if given in environ:
                 values[name] = _parse_env(name, given, environ[given])
         return cls(**values)
-
-    def check(self, config: RunConfig) -> None:
-        """Raise ConfigError with one line if `config` asks for more than this server allows."""
-        if config.epochs > self.max_epochs:
-            raise ConfigError(
-                f"{config.epochs} epochs is above this server's limit of {self.max_epochs} "
-                "set by the instructor; choose fewer epochs"
-            )
-        if config.batch_size > self.max_batch_size:
-            raise ConfigError(
-                f"batch size {config.batch_size} is above this server's limit of {self.max_batch_size} "
-                "set by the instructor; choose a smaller batch"
-            )
-        if self.max_subset is not None and (config.subset is None or config.subset > self.max_subset):
-            asked = "the whole training split" if config.subset is None else f"a subset of {config.subset} images"
-            raise ConfigError(
-                f"{asked} is above this server's limit of {self.max_subset} training images "
-                "set by the instructor; choose a smaller subset"
-            )
-
-    def apply(self, config: RunConfig) -> RunConfig:
-        """A copy of `config` with the instructor's data root (and device, when fixed) forced in."""
-        forced = {"data_root": self.data_root}
-        if self.device != "auto":
-            forced["device"] = self.device
-        return replace(config, **forced)
 
     @property
     def history_path(self) -> Path:

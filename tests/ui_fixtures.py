@@ -1,5 +1,7 @@
 """Hand-made RunResults for the tests of the ui package (no training needed)."""
 
+from dataclasses import replace
+
 from trainer.config import RunConfig
 from trainer.results import RunResult
 
@@ -7,9 +9,8 @@ from trainer.results import RunResult
 def make_result(precision: str = "fp32", total_time_s: float = 75.0, **overrides) -> RunResult:
     """A plausible finished run; any RunResult field (or `config` entries via config=...) can be overridden."""
     config = RunConfig(precision=precision, epochs=2, batch_size=256, data="synthetic", subset=4096, device="cpu")
-    config_dict = {**config.to_dict(), **overrides.pop("config", {})}
     fields = dict(
-        config=config_dict,
+        config=replace(config, **overrides.pop("config", {})),
         environment={"device_type": "cpu", "device_name": "Test CPU"},
         total_time_s=total_time_s,
         epoch_times_s=[total_time_s * 0.6, total_time_s * 0.4],

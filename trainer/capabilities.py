@@ -28,6 +28,13 @@ CPU_FP16_WARNING = (
     "amp-fp16 on a CPU without AMX-FP16 units (most CPUs; Intel Xeon 6 has them) runs fp16 kernels without hardware "
     "support: expect it to be tens of times slower than fp32 there. Use amp-bf16 on a CPU."
 )
+# fp16 autocast on a CPU without AMX-FP16 is tens of times slower than fp32, so a server trains it only on this many
+# images at most (a minute or two on a CPU), and says so in one message.
+CPU_FP16_MAX_IMAGES = 5000
+CPU_FP16_SIZE_REFUSAL = (
+    "amp-fp16 on a CPU without AMX-FP16 units (most CPUs) is tens of times slower than fp32, so this server runs it "
+    "only on at most {limit:,} training images: pick a smaller subset, or amp-bf16"
+)
 CPU_FP32_DEFAULT_NOTE = (
     "fp32-default computes exactly as fp32 on a CPU: TF32, the only switch it leaves as PyTorch sets it, "
     "exists only on NVIDIA GPUs (compute capability 8.0 or newer)"
@@ -158,13 +165,15 @@ class DeviceFacts:
 @dataclass(frozen=True)
 class ModeSupport:
     """Which modes one device runs; `refused` gives the reason for each mode it cannot, `warnings` the caveats,
-    `same_as` the modes that compute exactly as another mode here (the warning says why)."""
+    `same_as` the modes that compute exactly as another mode here (the warning says why), `max_images` the most
+    training images a mode too slow here for a whole split may train on."""
 
     device_type: str
     supported: tuple[str, ...]
     refused: dict[str, str] = field(default_factory=dict)
     warnings: dict[str, str] = field(default_factory=dict)
     same_as: dict[str, str] = field(default_factory=dict)
+    max_images: dict[str, int] = field(default_factory=dict)
 
     def check(self, mode: str) -> None:
         """Raise ConfigError for an unknown mode and UnsupportedModeError (with the reason) for a refused one."""
@@ -176,15 +185,23 @@ class ModeSupport:
     def runs(self, mode: str) -> bool:
         return mode in self.supported
 
+    def size_refusal(self, mode: str, images: int | None) -> str | None:
+        """Why `mode` may not train on `images` training images here (None = the whole split), or None when it may."""
+        limit = self.max_images.get(mode)
+        if limit is None or (images is not None and images <= limit):
+            return None
+        return CPU_FP16_SIZE_REFUSAL.format(limit=limit)
+
 
 def mode_support(facts: DeviceFacts) -> ModeSupport:
     """Every mode of ALL_MODES, sorted into what `facts`' device runs and what it refuses (and why)."""
-    refused, warnings, same_as = {}, {}, {}
+    refused, warnings, same_as, max_images = {}, {}, {}, {}
     # Where there is no TF32, fp32-default is strict fp32. It still runs there, with a note, rather than being
     # refused: a script or a saved command that names it keeps working on any device, and the note says what ran.
     if facts.device_type == "cpu":
         refused["tf32"] = "tf32 needs an NVIDIA GPU (compute capability 8.0 or newer); this run is on the CPU"
         warnings["amp-fp16"] = CPU_FP16_WARNING
+        max_images["amp-fp16"] = CPU_FP16_MAX_IMAGES
         warnings["fp32-default"], same_as["fp32-default"] = CPU_FP32_DEFAULT_NOTE, "fp32"
     elif facts.device_type == "cuda":
         if facts.capability < TF32_MIN_CAPABILITY:
@@ -199,7 +216,7 @@ def mode_support(facts: DeviceFacts) -> ModeSupport:
         reason = f"device {facts.device_type!r} is not supported: use cpu or cuda"
         refused.update({mode: reason for mode in ALL_MODES})
     supported = tuple(mode for mode in ALL_MODES if mode not in refused)
-    return ModeSupport(facts.device_type, supported, refused, warnings, same_as)
+    return ModeSupport(facts.device_type, supported, refused, warnings, same_as, max_images)
 
 
 def support_on(device: torch.device | str) -> ModeSupport:

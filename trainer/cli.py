@@ -19,7 +19,7 @@ from trainer.config import (
     WIDTHS,
     RunConfig,
 )
-from trainer.errors import CancelledError, ConfigError, TrainerError
+from trainer.errors import CancelledError, ConfigError, TrainerError, UnsupportedModeError
 from trainer.progress import Progress
 from trainer.results import MEMORY_LABELS, RunResult, compare, median_pair, speedup_interval
 
@@ -104,21 +104,28 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", metavar="PATH", default=None, help="write the result(s) as JSON to PATH")
 
 
+# The run options named as RunConfig's fields; the other three are spelled differently on the command line.
+_SAME_NAMES = ("epochs", "batch_size", "data", "data_root", "loader", "subset", "test_subset", "width", "channels_last",
+               "cudnn_benchmark", "device", "seed", "log_every", "warmup_steps", "min_steady_s", "breakdown",
+               "loss_scale_init")
+
+
 def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
-    """The options are RunConfig's fields by name; only three are spelled differently on the command line."""
-    renamed = {"num_workers": args.workers, "tune_host_malloc": not args.default_malloc,
-               "loss_scale_growth_interval": args.growth_interval}
-    return RunConfig.from_dict({**vars(args), **renamed, "precision": precision})
+    return RunConfig.from_dict({
+        **{name: getattr(args, name) for name in _SAME_NAMES}, "precision": precision, "num_workers": args.workers,
+        "tune_host_malloc": not args.default_malloc, "loss_scale_growth_interval": args.growth_interval,
+    })
 
 
 def _check_runnable(config: RunConfig):
     """Fail fast with ConfigError / UnsupportedModeError before any data is loaded; return the device."""
-    config.validate()  # before importing torch, so that a typo is answered at once
-    from trainer.capabilities import resolve_device
-    from trainer.precision import PrecisionPolicy
+    config.validate()  # before the device is asked, so that a typo is answered at once
+    from trainer.capabilities import resolve_device, support_on
 
     device = resolve_device(config.device)
-    PrecisionPolicy.resolve(config.precision, device)
+    refusal = support_on(device).refused.get(config.precision)
+    if refusal:
+        raise UnsupportedModeError(refusal)
     return device
 
 
@@ -235,7 +242,6 @@ def _describe(config: RunConfig, device_type: str) -> str:
 
 def summary(result: RunResult) -> str:
     """The closing summary of one run, as plain text lines."""
-    cfg = result.config
     lines = [
         f"Finished {result.precision} training in {result.total_time_s:.2f} s "
         f"({len(result.epoch_times_s)} epochs, {result.total_steps} steps, warm-up included)",
@@ -250,7 +256,7 @@ def summary(result: RunResult) -> str:
     for key, value in result.peak_memory.items():
         lines.append(f"    {MEMORY_SHORT_NAMES.get(key, key)}: {format_bytes(value)} ({MEMORY_LABELS.get(key, key)})")
     if result.test_accuracy is not None:
-        lines.append(f"  test accuracy: {100 * result.test_accuracy:.1f}% (top-1, evaluated in {cfg.get('precision')})")
+        lines.append(f"  test accuracy: {100 * result.test_accuracy:.1f}% (top-1, evaluated in {result.precision})")
     if result.loss_scale_history:
         final = result.loss_scale_history[-1]["scale"]
         lines.append(f"  skipped steps: {result.skipped_steps} of {result.total_steps} (final loss scale {final:g})")

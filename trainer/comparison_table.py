@@ -97,8 +97,8 @@ def comparison_table(
     """The lab's table computed from two runs: time, throughput, each memory figure, accuracy, skipped steps;
     with `interval` (repeated pairs), the speedup's median and range, or a note that one pair has no range."""
     comparison = compare(baseline, candidate)
-    epochs = baseline.config.get("epochs")
-    same_epochs = epochs == candidate.config.get("epochs")
+    epochs = baseline.config.epochs
+    same_epochs = epochs == candidate.config.epochs
     rows = [(
         f"Training time ({epochs} epoch{'s' if epochs != 1 else ''})" if same_epochs else "Training time",
         format_seconds(baseline.total_time_s),

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
 
-from trainer.errors import ConfigError
+from trainer.errors import ConfigError, UnsupportedModeError
 from trainer.known_fields import from_known_fields
 
 # fp32 is strict fp32 (TF32 off); fp32-default leaves the TF32 switches as PyTorch sets them, as the lab's script does.
@@ -22,6 +23,18 @@ MAX_MIN_STEADY_S = 60
 DEFAULT_LOSS_SCALE = 2.0**16  # GradScaler's own defaults: start at 65536, grow after 2000 good steps in a row
 DEFAULT_GROWTH_INTERVAL = 2000
 MAX_LOSS_SCALE = 2.0**32
+
+
+def check_precision(precision: object, refused: Mapping[str, str] | None = None) -> None:
+    """The one check of a precision mode: ConfigError unless the trainer knows it, and UnsupportedModeError (with the
+    reason) where `refused` (a device's, trainer.capabilities.ModeSupport.refused) refuses it.
+
+    A run's precision is checked at three places: the server's door (with the device's refusals), the run's own
+    process when it starts training (RunConfig.validate), and the precision policy there (with its device's)."""
+    if precision not in PRECISIONS:
+        raise ConfigError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
+    if refused and precision in refused:
+        raise UnsupportedModeError(refused[precision])
 
 
 @dataclass
@@ -52,9 +65,10 @@ class RunConfig:
     loss_scale_init: float = DEFAULT_LOSS_SCALE  # amp-fp16's GradScaler: the scale it starts from (1 to 2^32)
     loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL  # good steps in a row before it doubles the scale
 
-    def validate(self) -> "RunConfig":
-        """Raise ConfigError with one clear line for the first bad value; return self."""
-        _choice("precision", self.precision, PRECISIONS)
+    def validate(self, refused: Mapping[str, str] | None = None) -> "RunConfig":
+        """Raise ConfigError with one clear line for the first bad value (UnsupportedModeError for a precision that
+        `refused`, a device's refusals, names); return self."""
+        check_precision(self.precision, refused)
         _choice("data", self.data, DATA_SOURCES)
         _choice("loader", self.loader, LOADERS)
         _choice("width", self.width, WIDTHS)
@@ -97,8 +111,14 @@ class RunConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunConfig":
-        """Build from a dict, ignoring keys this version does not know (older or newer results)."""
+    def from_dict(cls, data: Mapping, *, stored: bool = False) -> "RunConfig":
+        """Build from a dict. A new request is strict: a key that is not a setting is an error (a typo must not be
+        dropped quietly). A stored record (`stored=True`: a result, a job in the history) keeps working across
+        versions: keys this version does not know are left out, and missing ones take their defaults."""
+        if not stored:
+            unknown = sorted(set(data) - {f.name for f in fields(cls)})
+            if unknown:
+                raise ConfigError(f"unknown run setting {unknown[0]!r}: the settings are {', '.join(SETTING_NAMES)}")
         return from_known_fields(cls, data)
 
 
@@ -113,3 +133,6 @@ def _int_range(name: str, value, low: int, high: int) -> None:
         raise ConfigError(f"{name} must be a whole number, got {value!r}")
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low} and {high}, got {value}")
+
+
+SETTING_NAMES = tuple(f.name for f in fields(RunConfig))

@@ -2,7 +2,6 @@
 
 import sys
 
-
 ONE_LINE_CHARS = 300  # the longest error line a learner is shown (a child's last stderr line can be pages long)
 
 

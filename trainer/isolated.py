@@ -46,8 +46,9 @@ class RunOutcome:
     error_kind: str | None = None  # a TrainerError subclass name, or "crashed"
 
     def to_dict(self) -> dict:
+        """A finished run's settings are its result's: written once, there (a failed run's stand on their own)."""
         return {
-            "config": self.config.to_dict(),
+            **({"config": self.config.to_dict()} if self.result is None or self.result.config != self.config else {}),
             "status": self.status,
             "result": self.result.to_dict() if self.result is not None else None,
             "error": self.error,
@@ -56,11 +57,11 @@ class RunOutcome:
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunOutcome":
-        result = data.get("result")
+        result = RunResult.from_dict(data["result"]) if data.get("result") is not None else None
         return cls(
-            config=RunConfig.from_dict(data["config"]),
+            config=RunConfig.from_dict(data["config"], stored=True) if "config" in data else result.config,
             status=data["status"],
-            result=RunResult.from_dict(result) if result is not None else None,
+            result=result,
             error=data.get("error"),
             error_kind=data.get("error_kind"),
         )
@@ -308,7 +309,7 @@ def _child_main() -> int:
         line = sys.stdin.readline()
         if not line:
             return 0  # started ahead and then let go: no run
-        config = RunConfig.from_dict(json.loads(line)).validate()
+        config = RunConfig.from_dict(json.loads(line))  # strict: run_training validates it
         result = run_training(config, on_progress=lambda p: send({"event": "progress", "progress": p.to_dict()}))
     except TrainerError as exc:
         send({"event": "error", "kind": type(exc).__name__, "message": str(exc)})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -271,7 +271,7 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         )
     total = tl.t_end - tl.t_start
     return RunResult(
-        config=config.to_dict(),
+        config=replace(config),
         environment=capture_environment(device),
         total_time_s=total,
         epoch_times_s=tl.epoch_times,

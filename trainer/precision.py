@@ -14,15 +14,14 @@ from dataclasses import dataclass, field
 import torch
 
 from trainer.capabilities import support_on
-from trainer.config import DEFAULT_GROWTH_INTERVAL, DEFAULT_LOSS_SCALE, PRECISIONS
-from trainer.errors import ConfigError
+from trainer.config import DEFAULT_GROWTH_INTERVAL, DEFAULT_LOSS_SCALE, check_precision
 
 
 @dataclass(frozen=True)
 class PrecisionPolicy:
     """How a run uses number formats on one device."""
 
-    name: str  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16
+    precision: str  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16
     device_type: str  # cpu | cuda
     autocast_dtype: torch.dtype | None  # None: no autocast, everything in fp32
     use_scaler: bool  # loss scaling is needed only for fp16's narrow exponent range
@@ -32,18 +31,16 @@ class PrecisionPolicy:
     loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL
 
     @classmethod
-    def resolve(cls, name: str, device: torch.device | str, loss_scale_init: float = DEFAULT_LOSS_SCALE,
+    def resolve(cls, precision: str, device: torch.device | str, loss_scale_init: float = DEFAULT_LOSS_SCALE,
                 loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL) -> "PrecisionPolicy":
-        """Validate `name` for `device` and build the policy; raise a one-line error if unsupported."""
+        """Check `precision` for `device` and build the policy; raise a one-line error if unsupported."""
         device = torch.device(device)
-        if name not in PRECISIONS:
-            raise ConfigError(f"unknown precision {name!r}: choose one of {', '.join(PRECISIONS)}")
         support = support_on(device)
-        support.check(name)
-        warnings = (support.warnings[name],) if name in support.warnings else ()
-        autocast_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(name)
-        allow_tf32 = None if name == "fp32-default" else name == "tf32"
-        return cls(name, device.type, autocast_dtype, name == "amp-fp16", allow_tf32, warnings,
+        check_precision(precision, support.refused)
+        warnings = (support.warnings[precision],) if precision in support.warnings else ()
+        autocast_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
+        allow_tf32 = None if precision == "fp32-default" else precision == "tf32"
+        return cls(precision, device.type, autocast_dtype, precision == "amp-fp16", allow_tf32, warnings,
                    float(loss_scale_init), int(loss_scale_growth_interval))
 
     @property

@@ -7,6 +7,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
+from trainer.config import RunConfig
 from trainer.known_fields import from_known_fields
 
 # The figures the lab itself reports for its GPU (5 epochs, batch 256); shown beside ours as a reference only.
@@ -36,7 +37,7 @@ MEMORY_LABELS = {
 class RunResult:
     """Everything measured in one run, with the config and environment that produced it."""
 
-    config: dict
+    config: RunConfig
     environment: dict
     total_time_s: float  # first batch to end of last, warm-up included (as the lab measures)
     epoch_times_s: list[float]
@@ -67,7 +68,8 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunResult":
-        return from_known_fields(cls, data)
+        """A stored result (a file, the history, a run's process): keys this version does not know are left out."""
+        return from_known_fields(cls, {**data, "config": RunConfig.from_dict(data.get("config") or {}, stored=True)})
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
@@ -78,7 +80,20 @@ class RunResult:
 
     @property
     def precision(self) -> str:
-        return self.config.get("precision", "?")
+        return self.config.precision
+
+    @property
+    def data_wait_share(self) -> float | None:
+        """Share of the timed training spent waiting for batches; None where the run did not time it."""
+        if self.data_wait_s is None or self.compute_s is None:
+            return None
+        return wait_share(self.data_wait_s, self.compute_s)
+
+
+def wait_share(data_wait_s: float, compute_s: float) -> float:
+    """Waiting for data over waiting plus computing (0 for no time at all)."""
+    total = data_wait_s + compute_s
+    return data_wait_s / total if total > 0 else 0.0
 
 
 @dataclass

@@ -155,7 +155,7 @@ def time_chart(runs: Mapping[str, RunResult]) -> alt.LayerChart:
         {
             "run": label,
             "seconds": result.total_time_s,
-            "epochs": result.config.get("epochs"),
+            "epochs": result.config.epochs,
             "change": (speed_change(against[id(result)].total_time_s, result.total_time_s)
                        if id(result) in against else "baseline"),
         }

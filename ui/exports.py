@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from server.instructor import ClassRow
+from lessons.verdicts import ClassRow, class_row
+from server.records import JobView
 from trainer.results import RunResult, compare, speedup_interval, split_pairs
 
 CONFIG_COLUMNS = ("precision", "epochs", "batch_size", "data", "subset", "loader", "width", "channels_last")
@@ -34,7 +35,7 @@ def runs_frame(runs: Mapping[str, RunResult]) -> pd.DataFrame:
     rows = []
     for label, result in runs.items():
         row = {"run": label}
-        row.update({key: result.config.get(key) for key in CONFIG_COLUMNS})
+        row.update({key: getattr(result.config, key) for key in CONFIG_COLUMNS})
         row.update(
             device=result.environment.get("device_name"),
             total_time_s=result.total_time_s,
@@ -61,6 +62,13 @@ def loss_frame(runs: Mapping[str, RunResult]) -> pd.DataFrame:
 
 def to_csv(frame: pd.DataFrame) -> str:
     return frame.to_csv(index=False)
+
+
+def class_rows(jobs: Sequence[JobView], names: Mapping[str, str]) -> list[ClassRow]:
+    """The console's row for each of the class's latest comparisons (`jobs`, one a learner; `names` by id)."""
+    rows = [class_row(names.get(job.learner_id, "a learner"), job.finished_at or job.created_at, job.id, job.results)
+            for job in jobs]
+    return [row for row in rows if row is not None]
 
 
 def class_frame(rows: Sequence[ClassRow]) -> pd.DataFrame:

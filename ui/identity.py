@@ -13,6 +13,7 @@ from streamlit.errors import StreamlitAuthError, StreamlitSecretNotFoundError
 
 from server.identity import Learner, LearnerStore
 from trainer.errors import ConfigError
+from ui import server_bundle
 
 COOKIE = "amp_lab_learner"
 LINK_PARAM = "learner"
@@ -20,6 +21,7 @@ COOKIE_MAX_AGE_S = 180 * 24 * 3600  # a course's length: a learner comes back ne
 LEARNER_KEY = "amp_lab_learner"
 SUBJECT_KEY = "amp_lab_subject"  # whose sign-in the cached learner is
 AUTH_REQUIREMENTS = "requirements-auth.txt"
+INSTRUCTOR_KEY = "amp_lab_instructor"  # set in this browser session by a right instructor password
 
 
 def sign_in_configured() -> bool:
@@ -49,6 +51,24 @@ def sign_in_problem() -> str | None:
     except StreamlitAuthError as err:
         return " ".join(str(err).split())
     return None
+
+
+def learner() -> Learner:
+    """Who uses this page: the same learner after a reload, in a second tab, or back the next day."""
+    return current_learner(server_bundle.learners())
+
+
+def learner_id() -> str:
+    """The public id of this learner: their jobs belong to it, and only they may cancel them."""
+    return learner().id
+
+
+def is_instructor() -> bool:
+    """Signed in with the instructor's password in this session, or signed in with an allowed email."""
+    if st.session_state.get(INSTRUCTOR_KEY):
+        return True
+    email = signed_in_email()
+    return email is not None and email.lower() in server_bundle.settings().instructor_email_set
 
 
 def current_learner(store: LearnerStore) -> Learner:

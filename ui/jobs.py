@@ -5,19 +5,54 @@ from __future__ import annotations
 
 import streamlit as st
 
-from server.records import JobSpec, JobView
+from lessons.verdicts import headline
+from server.choices import shown
+from server.estimate import estimate_job_seconds
+from server.history import HistoryError
+from server.records import JOB_KINDS, JOB_STATUSES, JobSpec, JobView
+from trainer.config import PRECISIONS
 from trainer.errors import TrainerError
-from ui import session
+from ui import server_bundle
+from ui.identity import learner_id
 from ui.widgets import run_names, run_progress_text, waiting_line
 
 FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
+
+
+# The History page's filters: every kind, status and precision a job can have.
+HISTORY_FILTERS = {"Kind": JOB_KINDS, "Status": JOB_STATUSES, "Precision": PRECISIONS}
+
+
+def my_jobs() -> list[JobView]:
+    """This learner's jobs, oldest first, live or from the history."""
+    return server_bundle.job_manager().jobs_for_learner(learner_id())
+
+
+def active_jobs() -> list[JobView]:
+    """This learner's waiting and running jobs, from the job manager's memory (cheap enough for every tick)."""
+    return server_bundle.job_manager().active_jobs_for(learner_id())
+
+
+def estimate(spec: JobSpec) -> float | None:
+    """Seconds `spec`'s runs should take on this server, from its own past runs where it has some; None if unknown."""
+    manager = server_bundle.job_manager()
+    return estimate_job_seconds(spec, manager.store, manager.device_type)
+
+
+def latest_speedup(mine: list[JobView]) -> float | None:
+    """The speedup (over repeated pairs their median, as on Results) of the latest of `mine`'s finished
+    comparisons; None before one has finished."""
+    for job in reversed(mine):
+        if job.kind == "compare" and job.status == "done" and (found := headline(job.results)) is not None:
+            return found.speedup
+    return None
 
 
 def submit(spec: JobSpec, remember_as: str | None = None) -> str | None:
     """Queue `spec` for this learner; a refusal is one error line and None. `remember_as` keeps the job's id in
     the session state under that key, for the page that follows it."""
     try:
-        job_id = session.get_job_manager().submit(session.learner_id(), spec)
+        job_id = server_bundle.job_manager().submit(learner_id(), spec)
     except TrainerError as err:
         st.error(str(err))
         return None
@@ -29,7 +64,7 @@ def submit(spec: JobSpec, remember_as: str | None = None) -> str | None:
 def remembered(key: str) -> JobView | None:
     """The job whose id the page kept under `key`, as it stands now (None if none, or unknown to the server)."""
     job_id = st.session_state.get(key)
-    return session.get_job_manager().get(job_id) if job_id else None
+    return server_bundle.job_manager().get(job_id) if job_id else None
 
 
 def forget(key: str) -> None:
@@ -37,7 +72,7 @@ def forget(key: str) -> None:
 
 
 def is_mine(job: JobView) -> bool:
-    return job.learner_id == session.learner_id()
+    return job.learner_id == learner_id()
 
 
 def whole_class(key: str) -> bool:
@@ -47,7 +82,7 @@ def whole_class(key: str) -> bool:
 
 def owner_names() -> dict[str, str]:
     """Display names by learner id, for the owner of a job."""
-    return session.get_learners().names()
+    return server_bundle.learners().names()
 
 
 def mine_then_class(
@@ -59,18 +94,29 @@ def mine_then_class(
         return ((kind is None or job.kind == kind) and (status is None or job.status == status)
                 and (precision is None or precision in job.spec.precisions))
 
-    mine = [job for job in reversed(session.my_jobs()) if wanted(job)]
-    shared = session.get_history().list_jobs(kind=kind, status=status, precision=precision, limit=limit)
+    mine = [job for job in reversed(my_jobs()) if wanted(job)]
+    shared = server_bundle.history().list_jobs(kind=kind, status=status, precision=precision, limit=limit)
     by_id: dict[str, JobView] = {}
     for job in mine + shared:
         by_id.setdefault(job.id, job)
     return list(by_id.values())
 
 
+def finished_comparison(job_id: str) -> tuple[JobView | None, str | None]:
+    """The finished comparison `job_id` (any learner's: a shared link), or None and why it cannot be shown."""
+    try:
+        found = server_bundle.history().get_job(job_id)
+    except HistoryError:  # a damaged row (the store logs it): one line, as the other pages skip such rows
+        return None, f"The comparison {shown(job_id)} is damaged in this server's history"
+    if found is None or found.kind != "compare" or found.status != "done":
+        return None, f"There is no finished comparison with the id {shown(job_id)} on this server"
+    return found, None
+
+
 def still_going(job_id: str) -> JobView | None:
     """For a fragment that follows a job: the job while it waits or runs; once it has ended the whole page is
     drawn again (to show the result); None, with a line saying so, if the server no longer knows it."""
-    job = session.get_job_manager().get(job_id)
+    job = server_bundle.job_manager().get(job_id)
     if job is None:
         st.warning("That job is no longer known to the server.")
         return None
@@ -99,11 +145,11 @@ def follow(job_id: str) -> None:
     if job is None:
         return
     if job.status == "queued":
-        manager = session.get_job_manager()
+        manager = server_bundle.job_manager()
         st.info(waiting_line(job.queue_position, job.estimated_wait_s, len(manager.slots), manager.paused))
     else:
         st.progress(*progress_line(job))
         if len(job.outcomes) == len(job.spec.runs) and job.spec.probe_max_batch:
             st.caption("Searching the largest batch that fits in GPU memory...")
     if is_mine(job) and not job.cancel_requested and st.button("Cancel", key=f"cancel-{job.id}"):
-        session.get_job_manager().cancel(job.id, session.learner_id())
+        server_bundle.job_manager().cancel(job.id, learner_id())

@@ -12,7 +12,7 @@ import streamlit as st
 
 from lessons.payoff import SweepRow, summarize_sweep
 from trainer.comparison_table import precision_name
-from trainer.results import RunResult
+from trainer.results import RunResult, compare
 from ui import charts
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
@@ -33,14 +33,19 @@ class Reference:
     purpose: str
 
     @property
+    def speedup(self) -> float:
+        """The baseline's training time over the candidate's."""
+        return compare(self.baseline, self.candidate).speedup
+
+    @property
     def label(self) -> str:
         """Machine, date and settings in one line, e.g. 'AMD EPYC (2 cores, cpu) · 2026-11-30 · fp32 vs ...'."""
         env, config = self.baseline.environment, self.baseline.config
         machine = f"{env.get('device_name', '?')} ({env.get('logical_cores', '?')} cores, {env.get('device_type')})"
         date = self.baseline.started_at[:10] or "?"
         settings = (f"{precision_name(self.baseline.precision)} vs {precision_name(self.candidate.precision)}, "
-                    f"{config.get('data')} {config.get('subset') or 'all'} images, {config.get('epochs')} epoch(s), "
-                    f"batch {config.get('batch_size')}, {config.get('loader')} loader, torch {env.get('torch_version')}")
+                    f"{config.data} {config.subset or 'all'} images, {config.epochs} epoch(s), "
+                    f"batch {config.batch_size}, {config.loader} loader, torch {env.get('torch_version')}")
         return f"{machine} · {date} · {settings}"
 
 
@@ -72,12 +77,12 @@ def reference_sweep(device_type: str) -> list[Reference]:
     first: a sweep recorded with `python -m trainer compare`, one batch size per call."""
     groups: dict[str, list[Reference]] = {}
     for reference in load_references(device_type=device_type, purpose="sweep"):
-        settings = {k: v for k, v in reference.baseline.config.items() if k != "batch_size"}
+        settings = {k: v for k, v in reference.baseline.config.to_dict().items() if k != "batch_size"}
         machine = reference.baseline.environment.get("device_name")
         groups.setdefault(json.dumps([machine, reference.candidate.precision, settings], sort_keys=True), []).append(
             reference)
-    sweeps = [g for g in groups.values() if len({r.baseline.config["batch_size"] for r in g}) >= 2]
-    return sorted(max(sweeps, key=len, default=[]), key=lambda r: r.baseline.config["batch_size"])
+    sweeps = [g for g in groups.values() if len({r.baseline.config.batch_size for r in g}) >= 2]
+    return sorted(max(sweeps, key=len, default=[]), key=lambda r: r.baseline.config.batch_size)
 
 
 def reference_rows(references: list[Reference]) -> list[SweepRow]:

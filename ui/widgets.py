@@ -7,15 +7,16 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
+from lessons.interpret import interpret
+from lessons.verdicts import headline
 from server.devices import Slot
 from server.instructor import Capacity
 from server.records import JobSpec, JobView
 from server.settings import Settings
 from trainer.comparison_table import format_seconds, precision_name
 from trainer.environment import HardwareReport
-from trainer.results import LAB_REFERENCE, RunResult, median_pair, speedup_interval, split_pairs
+from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts
-from ui.interpret import interpret
 
 RESULTS_PAGE = "pages/results.py"
 RUN_PAGE = "pages/run_experiment.py"
@@ -204,9 +205,8 @@ def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float
 def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_reference: bool = False) -> None:
     """The lab's table computed from two runs (the first is the baseline; with repeated pairs, the pair with the
     median speedup), a sentence explaining it with the speedup's interval and any run's timing caveats, warnings."""
-    baselines, candidates = split_pairs(list(runs.values()))
-    interval = speedup_interval(baselines, candidates)
-    baseline, candidate = median_pair(baselines, candidates)
+    found = headline(list(runs.values()))
+    interval, baseline, candidate = found.interval, found.baseline, found.candidate
     table = charts.comparison_table(baseline, candidate, interval)
     if with_lab_reference:
         ours, theirs = st.columns([4, 3])

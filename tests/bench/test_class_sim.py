@@ -1,10 +1,10 @@
 import time
 
 import pytest
-from tests.server.test_jobs import ok_outcome
 
 from bench.class_sim import RunLog, main, simulate
 from server.devices import Slot
+from tests.server.test_jobs import ok_outcome
 
 
 def slow_runner(config, on_spawn=None, **kwargs):

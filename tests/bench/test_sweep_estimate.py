@@ -7,10 +7,9 @@ from dataclasses import replace
 import pytest
 
 from bench.sweep_estimate import run_round, within_target
-from lessons.payoff import plan_sweep
 from server.jobs import JobManager
+from server.offer import Offer
 from server.settings import Settings
-from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult
 
@@ -29,7 +28,7 @@ def timed_runner(config, on_spawn=None, **kwargs):
     seconds = run_seconds(config.precision, config.subset)
     time.sleep(seconds)
     result = RunResult(
-        config=config.to_dict(), environment={"device_type": "cpu"}, total_time_s=seconds,
+        config=replace(config), environment={"device_type": "cpu"}, total_time_s=seconds,
         epoch_times_s=[seconds], steady_images_per_s=IMAGES_PER_S[config.precision], peak_memory={},
         loss_history=[{"step": 1, "epoch": 1, "loss": 2.0}], test_accuracy=0.1, train_images=config.subset,
     )
@@ -46,11 +45,10 @@ def manager(tmp_path):
 
 @pytest.mark.slow
 def test_each_estimate_meets_its_own_runs_time_and_the_second_sweep_learns_from_the_first(manager):
-    plan = plan_sweep(RunConfig(data="synthetic", loader="resident", num_workers=0, device="cpu"), [16, 32],
-                      steps_per_run=4)
+    sweep = Offer.for_device(manager.settings, "cpu").sweep("amp-bf16", [16, 32], steps_per_run=4)
     # One epoch each, as the fake runner trains: no extra epochs for a minimum steady window.
-    plan = [replace(config, min_steady_s=0.0) for config in plan]
-    fresh = run_round(manager, plan, "fresh")
+    sweep.runs = [replace(config, min_steady_s=0.0) for config in sweep.runs]
+    fresh = run_round(manager, sweep, "fresh")
     assert fresh["status"] == "done"
     assert [(r["precision"], r["batch_size"]) for r in fresh["runs"]] == [
         ("fp32", 16), ("amp-bf16", 16), ("fp32", 32), ("amp-bf16", 32)]
@@ -60,7 +58,7 @@ def test_each_estimate_meets_its_own_runs_time_and_the_second_sweep_learns_from_
         assert run["estimate_s"] > 0 and run["ratio"] == pytest.approx(run["estimate_s"] / run["real_s"])
     assert fresh["real_s"] >= sum(run_seconds(r["precision"], 4 * r["batch_size"]) for r in fresh["runs"])
 
-    second = run_round(manager, plan, "second")
+    second = run_round(manager, sweep, "second")
     for before, run in zip(fresh["runs"], second["runs"]):
         # From the history: the same mode's past time, not the coarse table's (which knows nothing of fake runs).
         assert run["estimate_s"] == pytest.approx(before["real_s"], rel=0.5)

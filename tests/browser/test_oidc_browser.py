@@ -5,10 +5,10 @@ import re
 import secrets
 
 import pytest
-from tests.fake_oidc import FakeOIDC, FakeUser
 from playwright.sync_api import expect
 
 from server.history import HistoryStore
+from tests.fake_oidc import FakeOIDC, FakeUser
 
 from .test_app_browser import (
     TINY_RUN_LABEL,
@@ -109,7 +109,7 @@ def test_signed_in_users_own_their_jobs_and_the_allowed_email_gets_the_console(
         ada.goto(f"{url}/run?cancel={job.id}")
         wait_until_idle(ada)
         # Her own link is obeyed, not refused; a tiny job on a pre-started process may have ended already (the
-        # cancel itself is tested without that race in tests/ui/test_session.py).
+        # cancel itself is tested without that race in tests/ui/test_sidebar.py).
         obeyed = re.compile(rf"^Job {job.id} (.* is (being )?cancelled|has already ended)")
         expect(ada.get_by_text(obeyed)).to_be_visible()
         history(ada, url, "Mine")

@@ -13,7 +13,6 @@ from playwright.sync_api import expect
 
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
-from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult
 
@@ -45,7 +44,7 @@ def recorded_comparison(pairs: int, gpu_figures: bool) -> list[RunResult]:
 
 def finished_comparison(job_id: str, results: list[RunResult]) -> JobView:
     now = time.time()
-    outcomes = [RunOutcome(RunConfig.from_dict(result.config), "ok", result) for result in results]
+    outcomes = [RunOutcome(result.config, "ok", result) for result in results]
     label = f"recorded quick demo, {len(results) // 2} pair(s)"
     return JobView(
         id=job_id, learner_id="a-recorded-learner", kind="compare", label=label, status="done",

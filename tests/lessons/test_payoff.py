@@ -1,52 +1,23 @@
+from dataclasses import replace
+
 import pytest
 
-from lessons.payoff import (
-    SWEEP_MIN_STEADY_S,
-    BreakdownRow,
-    breakdown_sentence,
-    plan_breakdown,
-    plan_sweep,
-    summarize_breakdown,
-    summarize_sweep,
-    sweep_modes,
-    verdict,
-)
+from lessons.payoff import BreakdownRow, breakdown_sentence, summarize_breakdown, summarize_sweep, verdict
+from server.offer import Offer
+from server.settings import Settings
 from trainer.config import RunConfig
-from trainer.environment import HardwareReport
-from trainer.errors import ConfigError
 from trainer.isolated import RunOutcome
 from trainer.loop import run_training
 from trainer.results import RunResult
 
-TINY = RunConfig(data="synthetic", loader="resident", num_workers=0, device="cpu", warmup_steps=1)
+CPU_OFFER = Offer.for_device(Settings(), "cpu")
 
 
 def result(precision, batch, images_per_s, width=1, memory=1000):
     config = RunConfig(precision=precision, batch_size=batch, width=width)
-    return RunResult(config=config.to_dict(), environment={}, total_time_s=1.0, epoch_times_s=[1.0],
+    return RunResult(config=config, environment={}, total_time_s=1.0, epoch_times_s=[1.0],
                      steady_images_per_s=images_per_s, peak_memory={"process_rss_growth": memory},
                      loss_history=[], test_accuracy=None)
-
-
-def test_plan_alternates_precisions_and_sizes_runs():
-    plan = plan_sweep(TINY, [256, 64], widths=[2, 1], amp_mode="amp-bf16", steps_per_run=10)
-    assert [(c.width, c.batch_size, c.precision) for c in plan] == [
-        (1, 64, "fp32"), (1, 64, "amp-bf16"), (1, 256, "fp32"), (1, 256, "amp-bf16"),
-        (2, 64, "fp32"), (2, 64, "amp-bf16"), (2, 256, "fp32"), (2, 256, "amp-bf16"),
-    ]
-    assert all(c.epochs == 1 and c.subset == 10 * c.batch_size and not c.breakdown for c in plan)
-    assert all(c.min_steady_s == SWEEP_MIN_STEADY_S for c in plan)  # whole epochs added until that long
-    assert all(c.loader == "resident" and c.data == "synthetic" for c in plan)
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [dict(batch_sizes=[32, 64, 128, 256, 512, 1024, 2048], max_runs=12), dict(batch_sizes=[64], amp_mode="fp32"),
-     dict(batch_sizes=[]), dict(batch_sizes=[64], steps_per_run=1)],
-)
-def test_plan_refuses_bad_sweeps(kwargs):
-    with pytest.raises(ConfigError):
-        plan_sweep(TINY, **kwargs)
 
 
 def test_summarize_computes_speedup_at_the_same_point():
@@ -119,8 +90,8 @@ def test_a_sweep_point_timed_on_a_busy_machine_makes_the_verdict_uncertain():
 
 @pytest.mark.slow
 def test_a_real_tiny_sweep_through_the_trainer():
-    plan = plan_sweep(TINY, [32, 64], amp_mode="amp-bf16", steps_per_run=2)
-    plan = [RunConfig.from_dict({**c.to_dict(), "subset": 128, "test_subset": 32, "min_steady_s": 0.3}) for c in plan]
+    plan = CPU_OFFER.admit(CPU_OFFER.sweep("amp-bf16", [32, 64], steps_per_run=2)).runs
+    plan = [replace(c, subset=128, test_subset=32, min_steady_s=0.3, num_workers=0) for c in plan]
     results = [run_training(config) for config in plan]
     assert all(sum(r.epoch_times_s) >= 0.3 for r in results)
     rows = summarize_sweep(results)
@@ -134,10 +105,10 @@ def test_a_real_tiny_sweep_through_the_trainer():
 
 
 def test_breakdown_plan_and_sentence_from_real_runs():
-    plan = plan_breakdown(RunConfig(data="synthetic", batch_size=32, num_workers=0, device="cpu"), steps=2)
+    plan = CPU_OFFER.admit(CPU_OFFER.breakdown("fp32", 32, steps=2)).runs
     assert [c.loader for c in plan] == ["dataloader", "resident"]
     assert all(c.breakdown and c.subset == 64 for c in plan)
-    rows = summarize_breakdown([run_training(plan[1])])
+    rows = summarize_breakdown([run_training(replace(plan[1], num_workers=0))])
     assert rows[0].loader == "resident" and rows[0].compute_s > 0 and 0 <= rows[0].data_share < 1
     assert "the resident loader" in breakdown_sentence(rows)
 
@@ -169,22 +140,10 @@ def test_on_a_cpu_the_dataloaders_workers_count_as_data_cost():
 def test_worker_cpu_is_read_from_cpu_results_only():
     def run(device_type):
         r = result("fp32", 64, 100.0)
-        r.config["loader"] = "dataloader"
+        r.config.loader = "dataloader"
         r.data_wait_s, r.compute_s, r.worker_cpu_s = 0.1, 1.0, 0.8
         r.environment, r.timing_quality = {"device_type": device_type}, {"cores": 2}
         return r
 
     cpu, gpu = summarize_breakdown([run("cpu"), run("cuda")])
     assert (cpu.worker_cpu_s, cpu.cores) == (0.8, 2) and gpu.worker_cpu_s is None
-
-
-def test_the_sweep_offers_only_the_modes_it_runs_on_a_tf32_gpu():
-    from ui.experiment import amp_modes
-
-    hopper = HardwareReport("a GPU", "cuda", tensor_cores=True, native_bf16=True, cpu_bf16=False, cpu_amx=False,
-                            cpu_fp16=False, recommended_amp="amp-bf16", expected_gain="", compute_capability="9.0")
-    offered, _ = amp_modes(hopper)
-    assert "tf32" in offered  # the comparison page offers it
-    assert sweep_modes(offered) == ("amp-fp16", "amp-bf16")
-    for mode in sweep_modes(offered):
-        plan_sweep(TINY, [64], amp_mode=mode)

@@ -1,6 +1,6 @@
-import pytest
 from dataclasses import replace
 
+import pytest
 import torch
 
 from lessons.tf32 import APP_DEFAULT, APP_STRICT, APP_TF32, LAB_DEFAULTS, NEW_API, _inherited, read_state, states

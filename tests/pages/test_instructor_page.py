@@ -1,6 +1,11 @@
 """The instructor's console through the real app: sign-in, the queue, cancelling, presets and the class's CSV."""
 
 import pytest
+from streamlit.testing.v1 import AppTest
+
+from server.history import HistoryStore
+from server.identity import LearnerStore
+from server.records import JobSpec
 from tests.app_testing import (  # noqa: F401 (fixtures)
     app_on_server,
     navigation_as_served,
@@ -9,12 +14,7 @@ from tests.app_testing import (  # noqa: F401 (fixtures)
     state_dir,
     texts,
 )
-from streamlit.testing.v1 import AppTest
 from tests.server.test_history import make_job
-
-from server.history import HistoryStore
-from server.identity import LearnerStore
-from server.records import JobSpec
 from trainer.config import RunConfig
 
 PASSWORD = "a long classroom secret"
@@ -40,12 +40,12 @@ def test_a_wrong_password_gets_a_message_and_no_console(app):
 
 
 def test_the_instructor_sees_every_job_cancels_one_and_downloads_the_class(app, state_dir):
-    from ui import session
+    from ui import server_bundle
 
     store = HistoryStore(state_dir / "history.sqlite3")
     grace, _ = LearnerStore(store).create("Grace")
     store.save_job(make_job("g" * 32, learner_id=grace.id, label="Grace's comparison"))
-    manager = session._job_manager_for(session._settings_environment())
+    manager = server_bundle._job_manager_for(server_bundle._settings_environment())
     manager.pause()  # so the learner's job waits in the queue for the console to see
     run = RunConfig(precision="fp32", epochs=1, batch_size=32, data="synthetic", subset=64, test_subset=32)
     queued = manager.submit(grace.id, JobSpec("run", [run], label="Grace's waiting run"))
@@ -73,7 +73,7 @@ def test_presets_from_the_console_start_every_run_page(app):
     open_page(app, "instructor")
     next(t for t in app.text_input if t.label == "Presets").input("epochs=1&batch_size=128&colour=red")
     next(b for b in app.button if b.label == "Save for every learner").click().run()
-    assert texts(app.error) == ["unknown preset 'colour': choose from epochs, batch_size, subset, data, loader, amp, "
+    assert texts(app.error) == ["unknown preset 'colour': choose from epochs, batch_size, subset, data, loader, precision, "
                                 "width, channels_last"]
     next(t for t in app.text_input if t.label == "Presets").input("epochs=1&batch_size=128")
     next(b for b in app.button if b.label == "Save for every learner").click().run()
@@ -90,9 +90,9 @@ def test_presets_from_the_console_start_every_run_page(app):
 
 
 def test_a_learner_whose_job_waits_in_a_paused_queue_is_told_so(app):
-    from ui import session
+    from ui import server_bundle
 
-    manager = session._job_manager_for(session._settings_environment())
+    manager = server_bundle._job_manager_for(server_bundle._settings_environment())
     manager.pause()
     me = app.session_state["amp_lab_learner"]
     run = RunConfig(precision="fp32", epochs=1, batch_size=32, data="synthetic", subset=64, test_subset=32)

@@ -5,14 +5,14 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.app_testing import APP, app, app_on_server, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from streamlit.dataframe_util import convert_arrow_bytes_to_pandas_df
-from tests.ui_fixtures import make_result
 
 from lessons.number_formats import encode_all
 from lessons.scaler_sim import ScalerSettings, simulate_gradients
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
+from tests.app_testing import APP, app, app_on_server, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from tests.ui_fixtures import make_result
 from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
 from ui.reference import load_references
@@ -23,12 +23,12 @@ def jobs_on_the_cpu(monkeypatch):
     """Pinned, so that the CPU captions and probe_max_batch=False hold on a GPU machine too (auto would be cuda)."""
     monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
 
-def save_finished_job(state_dir: Path, kind: str, label: str, results, session: str = "another-learner") -> str:
+def save_finished_job(state_dir: Path, kind: str, label: str, results, learner: str = "another-learner") -> str:
     """A finished job in the server's history, as the job manager would have written it."""
-    outcomes = [RunOutcome(config=RunConfig.from_dict(r.config), status="ok", result=r) for r in results]
+    outcomes = [RunOutcome(config=r.config, status="ok", result=r) for r in results]
     now = time.time()
     job = JobView(
-        id=f"{kind}-{label}".replace(" ", "-"), learner_id=session, kind=kind, label=label, status="done",
+        id=f"{kind}-{label}".replace(" ", "-"), learner_id=learner, kind=kind, label=label, status="done",
         queue_position=None, estimated_wait_s=None, current_run=len(results) - 1, progress=None, live_losses=[],
         outcomes=outcomes, error=None, spec=JobSpec(kind, [o.config for o in outcomes], label), created_at=now,
         started_at=now, finished_at=now + 1, extras={"device_type": "cpu"},
@@ -130,9 +130,9 @@ def test_loss_scaling_page_queues_the_ablation(app):
     open_page(app, "loss_scaling")
     next(b for b in app.button if b.label == "Run the scaler ablation").click().run()
     assert not app.exception
-    from ui import session
+    from ui import server_bundle
 
-    manager = session._job_manager_for(session._settings_environment())
+    manager = server_bundle._job_manager_for(server_bundle._settings_environment())
     job = manager.get(app.session_state["loss_scaling_ablation_job"])
     config = job.spec.runs[0]
     assert (config.precision, config.loss_scale_init, config.loss_scale_growth_interval) == ("amp-fp16", 2.0**24, 5)
@@ -145,9 +145,9 @@ def test_loss_scaling_page_queues_the_tiny_run(app):
     next(b for b in app.button if b.label == "Run a tiny amp-fp16 run").click().run()
     assert not app.exception
     job_id = app.session_state["loss_scaling_tiny_job"]
-    from ui import session
+    from ui import server_bundle
 
-    manager = session._job_manager_for(session._settings_environment())
+    manager = server_bundle._job_manager_for(server_bundle._settings_environment())
     job = manager.get(job_id)
     assert job.spec.runs[0].precision == "amp-fp16" and job.spec.runs[0].subset == 1024
     assert manager.cancel(job_id, app.session_state["amp_lab_learner"].id)
@@ -261,11 +261,11 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     sweep = load_references(device_type="cpu", purpose="sweep")
-    largest = max(sweep, key=lambda r: r.baseline.config["batch_size"])
+    largest = max(sweep, key=lambda r: r.baseline.config.batch_size)
     measured = largest.candidate.steady_images_per_s / largest.baseline.steady_images_per_s
     markdown = "".join(texts(app.markdown))
     assert (f"Reference recorded on {largest.label.split(' · ')[0]}, not your run: how fast will amp-bf16 train "
-            f"at batch {largest.baseline.config['batch_size']}") in markdown
+            f"at batch {largest.baseline.config.batch_size}") in markdown
     assert f"Your guess: **1.50x** · measured: **{measured:.2f}x**" in markdown
     assert "**Reference sweep** (not your runs)" in markdown and "**Verdict:**" not in markdown
     assert len(charts(app)) == 3 and len(app.dataframe) == 1
@@ -290,9 +290,9 @@ def test_when_amp_pays_page_queues_a_sweep(app):
     next(b for b in app.button if b.label == "Queue the sweep").click().run()
     assert not app.exception
     job_id = app.session_state["when_amp_pays_sweep_job"]
-    from ui import session
+    from ui import server_bundle
 
-    manager = session._job_manager_for(session._settings_environment())
+    manager = server_bundle._job_manager_for(server_bundle._settings_environment())
     job = manager.get(job_id)
     assert job.kind == "sweep" and [r.precision for r in job.spec.runs] == ["fp32", "amp-bf16"]
     assert job.spec.probe_max_batch is False
@@ -390,7 +390,7 @@ def test_when_amp_pays_follows_a_strict_servers_limits(app_with_limits):
 
 @pytest.mark.slow
 def test_the_tiny_fp16_run_stays_within_a_strict_servers_limits(app_with_limits):
-    from ui import session
+    from ui import server_bundle
 
     open_page(app_with_limits, "loss_scaling")
     button = next((b for b in app_with_limits.button if b.label == "Run a tiny amp-fp16 run"), None)
@@ -398,7 +398,7 @@ def test_the_tiny_fp16_run_stays_within_a_strict_servers_limits(app_with_limits)
         pytest.skip("the page offers no tiny run here (a finished amp-fp16 run is already shown)")
     button.click().run()
     assert not app_with_limits.error, texts(app_with_limits.error)
-    manager = session._job_manager_for(session._settings_environment())
+    manager = server_bundle._job_manager_for(server_bundle._settings_environment())
     (job,) = manager.active_jobs_for(app_with_limits.session_state["amp_lab_learner"].id)
     assert (job.spec.runs[0].batch_size, job.spec.runs[0].subset) == (16, 100)
     manager.cancel(job.id, job.learner_id)

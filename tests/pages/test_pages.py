@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from tests.app_testing import APP, app, app_on_server, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
 from streamlit.testing.v1 import AppTest
-from tests.server.test_history import make_job
 
 from server.history import HistoryStore
 from server.identity import LearnerStore
+from server.offer import QUICK_DEMO
+from tests.app_testing import APP, app, app_on_server, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
+from tests.server.test_history import make_job
 from trainer.comparison_table import format_seconds, precision_name
-from trainer.config import RunConfig
 from trainer.environment import HardwareReport, hardware_report
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult, median_pair, split_pairs
 from ui.charts import comparison_table
-from ui.experiment import QUICK_DEMO, tf32_note
+from ui.experiment import tf32_note
 from ui.reference import load_references
 
 JOB_TIMEOUT_S = 120
@@ -32,7 +32,7 @@ TINY = {
     "run_subset": 256,
     "run_data": "synthetic",
     "run_loader": "resident",
-    "run_amp": "amp-bf16",
+    "run_precision": "amp-bf16",
 }
 
 
@@ -72,7 +72,7 @@ def test_overview_checks_a_guess_of_the_quick_demos_speedup_against_its_referenc
     next(b for b in cpu_app.button if b.label == "Lock in my guess").click().run()
     assert not cpu_app.exception
     (demo,) = load_references(device_type="cpu", purpose="quick-demo")
-    assert demo.baseline.config["subset"] == QUICK_DEMO["subset"]
+    assert demo.baseline.config.subset == QUICK_DEMO["subset"]
     measured = demo.baseline.total_time_s / demo.candidate.total_time_s
     markdown = " ".join(texts(cpu_app.markdown))
     assert f"how many times as fast as fp32 will {demo.candidate.precision} train" in markdown
@@ -109,7 +109,7 @@ def test_run_page_offers_the_labs_settings(app):
     batch = app.select_slider(key="run_batch_size")
     assert epochs.options[0] == "1" and epochs.options[-1] == "20" and epochs.value == 5
     assert batch.options[0] == "32" and batch.options[-1] == "4096" and batch.value == 256
-    assert "amp-bf16" in app.radio(key="run_amp").options
+    assert "amp-bf16" in app.radio(key="run_precision").options
     assert app.radio(key="run_data").options == ["synthetic (CIFAR-shaped, generated)"]  # no CIFAR-10 in the data root
     assert any("CIFAR-10 is not offered" in c for c in texts(app.caption))
     assert any(i.startswith("**Estimated time for both runs:** about") for i in texts(app.info))
@@ -196,14 +196,14 @@ def test_out_of_range_query_params_are_refused_and_good_ones_applied(app):
 
 
 def test_run_page_on_a_gpu_with_tf32_says_its_fp32_is_strict_and_the_labs_is_fp32_default(cpu_app, monkeypatch):
-    from ui import session
+    from ui import server_bundle
 
     ampere = HardwareReport("A100", "cuda", tensor_cores=True, native_bf16=True, cpu_bf16=False, cpu_amx=False,
                             cpu_fp16=False, recommended_amp="amp-bf16", expected_gain="", compute_capability="8.0")
     # The report a TF32 GPU would give (its child pinned by child_env, as on a GPU server).
-    monkeypatch.setattr(session, "_hardware_for", lambda device_type, child_env=(): ampere)
+    monkeypatch.setattr(server_bundle, "_hardware_for", lambda device_type, child_env=(): ampere)
     open_page(cpu_app, "run_experiment")
-    assert "fp32-default" in cpu_app.radio(key="run_amp").options
+    assert "fp32-default" in cpu_app.radio(key="run_precision").options
     assert tf32_note(ampere) in texts(cpu_app.caption)
     assert "**fp32 in this app is strict fp32**" in tf32_note(ampere)
 
@@ -211,7 +211,7 @@ def test_run_page_on_a_gpu_with_tf32_says_its_fp32_is_strict_and_the_labs_is_fp3
 @pytest.mark.skipif(torch.cuda.is_available(), reason="amp-fp16 is restricted only on a CPU")
 def test_fp16_on_a_cpu_needs_a_subset_and_carries_a_warning(app):
     open_page(app, "run_experiment")
-    app.radio(key="run_amp").set_value("amp-fp16")
+    app.radio(key="run_precision").set_value("amp-fp16")
     app.select_slider(key="run_subset").set_value(None).run()
     # Said of this CPU, from the hardware report (AMX-FP16 units or not), not of every CPU.
     assert f"amp-fp16 on this server's CPU: {hardware_report('cpu').cpu_fp16_note}" in texts(app.warning)
@@ -298,7 +298,7 @@ def recorded_runs(name: str) -> tuple[dict, list[RunResult]]:
 def save_comparison(state: Path, learner_id: str, results: list[RunResult]) -> None:
     """A finished comparison job of these runs in the history of the app whose state folder is `state`."""
     job = make_job("e" * 32, precisions=[r.precision for r in results], label="recorded", learner_id=learner_id)
-    job.outcomes = [RunOutcome(RunConfig.from_dict(r.config), "ok", result=r) for r in results]
+    job.outcomes = [RunOutcome(r.config, "ok", result=r) for r in results]
     HistoryStore(state / "history.sqlite3").save_job(job)
 
 

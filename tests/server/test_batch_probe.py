@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from server.batch_probe import largest_fitting, probe_config, probe_max_batch
@@ -9,7 +11,7 @@ from trainer.results import RunResult
 
 def result(precision, batch):
     config = RunConfig(precision=precision, batch_size=batch)
-    return RunResult(config=config.to_dict(), environment={}, total_time_s=1.0, epoch_times_s=[1.0],
+    return RunResult(config=replace(config), environment={}, total_time_s=1.0, epoch_times_s=[1.0],
                      steady_images_per_s=1.0, peak_memory={}, loss_history=[], test_accuracy=None)
 
 

@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import pytest
 
 from server.estimate import coarse_column, coarse_run_seconds, estimate_job_seconds, estimate_run_seconds
@@ -11,7 +13,7 @@ from trainer.results import RunResult
 def record_run(store: HistoryStore, job_id: str, config: RunConfig, images_per_s: float, wall_s: float, device="cpu"):
     """Save a finished one-run job whose run trained `config.subset` images per epoch at `images_per_s`."""
     result = RunResult(
-        config=config.to_dict(),
+        config=replace(config),
         environment={"device_type": device},
         total_time_s=config.epochs * config.subset / images_per_s,
         epoch_times_s=[],
@@ -135,7 +137,7 @@ def test_a_cpu_without_amx_gets_the_slower_measured_bf16_row(monkeypatch):
 def test_a_repeated_comparison_counts_every_pair(store):
     pair = [RunConfig(epochs=1, subset=2000, loader="resident", precision=p) for p in ("fp32", "amp-bf16")]
     one = estimate_job_seconds(JobSpec("compare", pair), store, "cpu")
-    assert estimate_job_seconds(JobSpec("compare", pair * 3).validate(), store, "cpu") == pytest.approx(3 * one)
+    assert estimate_job_seconds(JobSpec("compare", pair * 3).check_shape(), store, "cpu") == pytest.approx(3 * one)
 
 
 def test_fp32_default_reads_fp32_on_a_cpu_and_tf32_on_a_gpu():

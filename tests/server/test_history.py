@@ -1,6 +1,7 @@
 import sqlite3
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -15,7 +16,7 @@ from trainer.results import RunResult
 
 def make_result(config: RunConfig, images_per_s: float = 1000.0) -> RunResult:
     return RunResult(
-        config=config.to_dict(),
+        config=replace(config),
         environment={"device_type": "cpu"},
         total_time_s=2.0,
         epoch_times_s=[2.0],

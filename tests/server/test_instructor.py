@@ -1,17 +1,25 @@
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from tests.server.test_history import make_job
 
-from server.history import HistoryStore
+from lessons.verdicts import class_row
 from server.estimate import coarse_run_seconds
-from server.instructor import FREE_TRIES, PasswordGate, capacity_at, class_results, comparisons_per_hour
+from server.history import HistoryStore
+from server.instructor import FREE_TRIES, PasswordGate, capacity_at, comparisons_per_hour, latest_comparisons
 from server.records import JobSpec
+from tests.server.test_history import make_job
 from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
 from trainer.results import RunResult
+
+
+def class_results(store, names):
+    """The console's rows: each learner's latest comparison (the server's), judged by lessons/verdicts."""
+    return [class_row(names.get(job.learner_id, "a learner"), job.finished_at, job.id, job.results)
+            for job in latest_comparisons(store)]
 
 
 class FakeClock:
@@ -80,7 +88,7 @@ def test_capacity_at_the_starting_settings_is_the_coarse_estimate_until_the_serv
     # Tiny comparisons in the history: their own time says nothing of a 5-epoch comparison, their throughput does.
     job = make_job("t" * 32)
     for outcome in job.outcomes:
-        outcome.result.config.update(loader="resident", batch_size=256, subset=2048)
+        outcome.result.config = replace(outcome.result.config, loader="resident", batch_size=256, subset=2048)
         outcome.result.steady_images_per_s, outcome.result.total_time_s = 1000.0, 2.0
     job.started_at, job.finished_at = 1000.0, 1010.0
     store.save_job(job)
@@ -97,7 +105,7 @@ def test_a_repeated_comparison_gives_the_median_speedup_its_range_and_the_median
     results = [RunResult.from_dict(run) for run in recorded["runs"]]
     results = results[2:] + results[:2]  # the recording's median pair came first; here it is the third
     job = make_job("r" * 32, precisions=[r.precision for r in results], learner_id="ada")
-    job.outcomes = [RunOutcome(RunConfig.from_dict(r.config), "ok", result=r) for r in results]
+    job.outcomes = [RunOutcome(r.config, "ok", result=r) for r in results]
     store.save_job(job)
     (row,) = class_results(store, {"ada": "Ada"})
     speedup = recorded["speedup"]  # what the command line computed from these runs

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -32,7 +33,7 @@ def wait_until(predicate, timeout: float = WAIT_S) -> None:
 
 def ok_outcome(config: RunConfig) -> RunOutcome:
     result = RunResult(
-        config=config.to_dict(),
+        config=replace(config),
         environment={"device_type": "cpu"},
         total_time_s=0.5,
         epoch_times_s=[0.5],
@@ -441,7 +442,7 @@ def test_submit_refuses_bad_specs_with_one_line(make_manager):
         "above this server's limit of 20": run_spec(epochs=21),
         "unknown precision": run_spec(precision="fp8"),
         "tf32 needs an NVIDIA GPU": run_spec(precision="tf32"),
-        "allowed only on a subset": JobSpec("run", [RunConfig(precision="amp-fp16", subset=None)]),
+        "only on at most 5,000 training images": JobSpec("run", [RunConfig(precision="amp-fp16", subset=None)]),
         "at most 120 characters": JobSpec("run", [RunConfig(subset=256)], label="x" * 500),
     }
     for message, spec in bad_specs.items():

@@ -11,11 +11,10 @@ import pytest
 
 pytest.importorskip("ray", reason="the Ray runner needs requirements-cluster.txt")
 
-from tests.server.test_ray_runner import Spy, gone, tiny
-
 from server.jobs import JobManager
 from server.ray_runner import LocalCluster, RayRunner
 from server.settings import Settings
+from tests.server.test_ray_runner import Spy, gone, tiny
 
 RESIZE_S = 0.2  # the manager re-reads the cluster this often here (RESIZE_EVERY_S in the app)
 WAIT_S = 60.0

@@ -15,14 +15,14 @@ def pair(**changes) -> list[RunConfig]:
 
 def refused(runs: list[RunConfig]) -> str:
     with pytest.raises(ConfigError) as caught:
-        JobSpec("compare", runs).validate()
+        JobSpec("compare", runs).check_shape()
     assert "\n" not in str(caught.value)
     return str(caught.value)
 
 
 @pytest.mark.parametrize("pairs", range(1, MAX_COMPARE_PAIRS + 1))
 def test_a_comparison_takes_one_to_the_most_pairs(pairs):
-    spec = JobSpec("compare", pair() * pairs).validate()
+    spec = JobSpec("compare", pair() * pairs).check_shape()
     assert [run.precision for run in spec.runs] == ["fp32", "amp-bf16"] * pairs
 
 
@@ -56,6 +56,6 @@ def test_a_repeated_pair_must_repeat_the_first_unchanged():
 
 
 def test_other_kinds_keep_their_counts():
-    JobSpec("breakdown", [RunConfig(loader="dataloader"), RunConfig(loader="resident")]).validate()  # not a pair
+    JobSpec("breakdown", [RunConfig(loader="dataloader"), RunConfig(loader="resident")]).check_shape()  # not a pair
     with pytest.raises(ConfigError, match="a run job needs 1 run, got 2"):
-        JobSpec("run", pair()).validate()
+        JobSpec("run", pair()).check_shape()

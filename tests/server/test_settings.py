@@ -3,7 +3,6 @@ from pathlib import Path
 import pytest
 
 from server.settings import Settings
-from trainer.config import RunConfig
 from trainer.errors import ConfigError
 
 
@@ -110,27 +109,6 @@ def test_bad_config_files_are_one_line_errors(tmp_path):
     wrong_type.write_text('max_epochs = "many"\n')
     with pytest.raises(ConfigError, match="max_epochs"):
         Settings.from_env({"AMP_LAB_CONFIG": str(wrong_type)})
-
-
-def test_check_refuses_values_over_the_limits():
-    settings = Settings(max_epochs=5, max_batch_size=4096, max_subset=2000)
-    settings.check(RunConfig(epochs=5, batch_size=4096, subset=2000))
-    with pytest.raises(ConfigError, match="batch size 8192 is above this server's limit of 4096 set by the instructor"):
-        settings.check(RunConfig(epochs=1, batch_size=8192, subset=100))
-    with pytest.raises(ConfigError, match="6 epochs is above this server's limit of 5"):
-        settings.check(RunConfig(epochs=6, subset=100))
-    with pytest.raises(ConfigError, match="subset of 2001 images"):
-        settings.check(RunConfig(epochs=1, subset=2001))
-    with pytest.raises(ConfigError, match="whole training split"):
-        settings.check(RunConfig(epochs=1, subset=None))
-
-
-def test_apply_forces_the_instructors_paths_and_fixed_device():
-    learner = RunConfig(data_root="/etc", device="cuda", precision="amp-bf16")
-    applied = Settings(data_root="/srv/data", device="cpu").apply(learner)
-    assert (applied.data_root, applied.device, applied.precision) == ("/srv/data", "cpu", "amp-bf16")
-    assert learner.data_root == "/etc"  # a copy; the learner's object is untouched
-    assert Settings(data_root="/srv/data").apply(learner).device == "cuda"  # "auto" leaves the device alone
 
 
 def test_describe_lists_every_setting_with_its_variable():

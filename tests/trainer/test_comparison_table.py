@@ -1,8 +1,8 @@
 """The lab's results table, built once for the command line and the app."""
 
 import pytest
-from tests.ui_fixtures import lab_pair, make_result
 
+from tests.ui_fixtures import lab_pair, make_result
 from trainer.comparison_table import comparison_table, format_bytes, lab_reference_table
 from trainer.results import MEMORY_LABELS
 

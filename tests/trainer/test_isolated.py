@@ -20,7 +20,7 @@ def test_a_run_in_a_child_returns_its_result_and_progress():
     outcome = run_isolated(TINY, on_progress=reports.append, on_spawn=pids.append)
     assert outcome.status == "ok", outcome.error
     assert outcome.error is None and outcome.error_kind is None
-    assert outcome.result.total_steps == 2 and outcome.result.config == TINY.to_dict()
+    assert outcome.result.total_steps == 2 and outcome.result.config == TINY
     assert [r.loss for r in reports if r.loss is not None] == [p["loss"] for p in outcome.result.loss_history]
     assert reports[-1].phase == "done"
     assert len(pids) == 1 and pids[0] != os.getpid()
@@ -115,3 +115,15 @@ def test_a_crash_message_stays_one_short_line_however_long_the_childs_last_line(
     assert outcome.error.startswith("the training process exited with status 1 without a result; last message: "
                                     "RuntimeError: xxx")
     assert outcome.error.endswith("...") and len(outcome.error) < LAST_MESSAGE_CHARS + 100
+
+
+def test_a_finished_runs_settings_are_stored_once_in_its_result_and_read_back():
+    from trainer.results import RunResult
+
+    result = RunResult(config=TINY, environment={}, total_time_s=1.0, epoch_times_s=[1.0], steady_images_per_s=None,
+                       peak_memory={}, loss_history=[], test_accuracy=None)
+    stored = RunOutcome(TINY, "ok", result=result).to_dict()
+    assert "config" not in stored and stored["result"]["config"] == TINY.to_dict()
+    assert RunOutcome.from_dict(stored).config == TINY
+    failed = RunOutcome(TINY, "failed", error="out of memory").to_dict()
+    assert failed["config"] == TINY.to_dict() and RunOutcome.from_dict(failed).config == TINY

@@ -43,7 +43,7 @@ def test_run_records_steps_times_and_memory(learned):
     assert result.peak_memory.keys() == {"process_rss_growth"}
     assert result.resident_data_bytes == (512 + 256) * (3 * 32 * 32 * 4 + 8)  # on its own, not in the peak
     assert result.environment["device_type"] == "cpu"
-    assert result.config == config.to_dict()
+    assert result.config == config and result.config is not config
     assert result.loss_scale_history == [] and result.skipped_steps == 0
     assert result.data_wait_s is None and result.compute_s is None
     assert RunResult.from_json(result.to_json()) == result

@@ -8,7 +8,7 @@ from trainer.results import Comparison, RunResult, compare
 
 def _result(precision: str, time_s: float, memory: dict, accuracy=0.5, steady=1000.0) -> RunResult:
     return RunResult(
-        config=RunConfig(precision=precision).to_dict(),
+        config=RunConfig(precision=precision),
         environment={"device_type": "cuda"},
         total_time_s=time_s,
         epoch_times_s=[time_s / 5] * 5,

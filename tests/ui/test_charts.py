@@ -5,8 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.ui_fixtures import lab_pair, make_result
 
+from tests.ui_fixtures import lab_pair, make_result
 from trainer.comparison_table import MEMORY_SHORT_NAMES
 from trainer.results import MEMORY_LABELS
 from ui import charts
@@ -182,7 +182,7 @@ def test_comparison_table_is_a_frame_of_the_shared_table():
 
 @pytest.mark.slow
 def test_chart_and_table_builders_do_not_import_streamlit():
-    modules = "ui.charts, ui.interpret, ui.exports, ui.experiment, ui.choices, ui.lab_code"
+    modules = "ui.charts, ui.exports, ui.experiment, ui.lab_code, lessons.interpret, server.choices, server.offer"
     code = f"import sys, {modules}; print('streamlit' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
@@ -199,7 +199,7 @@ def test_every_precision_mode_has_a_colour_of_its_own():
 
 
 def test_the_class_chart_colours_each_mode_as_the_other_charts_do():
-    from server.instructor import ClassRow
+    from lessons.verdicts import ClassRow
     from ui.exports import class_frame
 
     rows = [ClassRow(name, 1_780_000_000.0, "Test CPU", "fp32", mode, 1.2, None, None, 1, "-", None, None, None,

@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from tests.ui_fixtures import lab_pair
 
-from server.instructor import ClassRow
+from lessons.verdicts import ClassRow
+from tests.ui_fixtures import lab_pair
 from trainer.results import RunResult
 from ui import charts, exports
 

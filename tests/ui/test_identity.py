@@ -135,9 +135,9 @@ def test_nothing_stands_in_the_way_of_a_complete_block_with_the_stack_installed(
 
 
 def panel_script():
-    from ui import session
+    from ui import sidebar
 
-    session.learner_panel()
+    sidebar.learner_panel()
 
 
 @pytest.mark.parametrize("signed_in", [True, False])

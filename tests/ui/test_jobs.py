@@ -1,7 +1,6 @@
 """The job plumbing pages share: the progress line a followed job shows."""
 
 from tests.server.test_history import make_job
-
 from trainer.isolated import RunOutcome
 from trainer.progress import Progress
 from ui.jobs import progress_line

@@ -1,6 +1,7 @@
 """The teaching pages' code material: the diff of the lab scripts and the old spelling's warning."""
 
 import pytest
+
 from ui.lab_code import changed_lines, deprecation_warnings, script_diff
 
 

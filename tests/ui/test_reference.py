@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from ui.interpret import differences
+from lessons.verdicts import differences
 from ui.reference import PURPOSES, REFERENCE_DIR, load_references, reference_rows, reference_sweep
 
 
@@ -26,7 +26,7 @@ def test_every_listed_reference_loads_and_is_labelled():
 
 def test_the_purpose_picks_the_quick_demo_or_the_sweep_points():
     (demo,) = load_references(device_type="cpu", purpose="quick-demo")
-    assert demo.baseline.config["subset"] == 5000 and demo.baseline.config["batch_size"] == 128
+    assert demo.baseline.config.subset == 5000 and demo.baseline.config.batch_size == 128
     sweep = load_references(device_type="cpu", purpose="sweep")
     assert len(sweep) >= 2 and all(r.purpose == "sweep" for r in sweep)
     assert len(sweep) + 1 == len(load_references(device_type="cpu"))
@@ -35,8 +35,8 @@ def test_the_purpose_picks_the_quick_demo_or_the_sweep_points():
 def test_the_reference_sweep_is_the_sweep_points_by_batch_size_with_amps_speedup():
     sweep = reference_sweep("cpu")
     assert sweep == sorted(load_references(device_type="cpu", purpose="sweep"),
-                           key=lambda r: r.baseline.config["batch_size"])
-    assert [r.baseline.config["batch_size"] for r in sweep] == [16, 32, 64]
+                           key=lambda r: r.baseline.config.batch_size)
+    assert [r.baseline.config.batch_size for r in sweep] == [16, 32, 64]
     rows = reference_rows(sweep)
     assert [(row.precision, row.batch_size) for row in rows] == [
         (p, b) for b in (16, 32, 64) for p in ("fp32", "amp-bf16")]

@@ -4,15 +4,14 @@ import time
 from datetime import UTC, datetime
 
 from streamlit.testing.v1 import AppTest
-from tests.ui.test_interpret import NOISY, STEADY
-from tests.server.test_history import make_job
-from tests.ui_fixtures import lab_pair
 
 from server.devices import Slot
-from server.records import JobSpec
-from trainer.config import RunConfig
-from server.records import RunOutcome
 from server.instructor import Capacity
+from server.records import JobSpec, RunOutcome
+from tests.lessons.test_interpret import NOISY, STEADY
+from tests.server.test_history import make_job
+from tests.ui_fixtures import lab_pair
+from trainer.config import RunConfig
 from ui.widgets import (
     capacity_sentences,
     live_losses,

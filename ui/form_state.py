@@ -1,0 +1,51 @@
+"""Values a learner (or a crafted link) can set: a widget's value kept in session state, and presets from the
+address bar, each checked against its Choice (server/choices.py) and refused in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from server.choices import Choice, accepts, refusal
+
+APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
+
+
+def checked_state(choice: Choice) -> object:
+    """Keep a bad value set through session state away from the widget: say so, and put the default back.
+
+    Call before the widget is drawn; fills in the default when nothing is set yet.
+    """
+    if choice.key not in st.session_state:
+        st.session_state[choice.key] = choice.default
+    value = st.session_state[choice.key]
+    if not accepts(choice, value):
+        st.error(refusal(choice, value, "set in the session state"))
+        st.session_state[choice.key] = value = choice.default
+    return value
+
+
+def apply_query_params(choices: Sequence[Choice]) -> None:
+    """Preset widgets from the address bar (e.g. ?epochs=3&batch_size=128), refusing values out of range.
+
+    A given address is applied once, so later widget changes are not overwritten by the same link.
+    """
+    given = {c.param: st.query_params.get(name) for c in choices
+             for name in (c.param, c.old_param) if name and name in st.query_params}
+    if not given or st.session_state.get(APPLIED_PARAMS_KEY) == given:
+        return
+    st.session_state[APPLIED_PARAMS_KEY] = given
+    for choice in choices:
+        if choice.param not in given:
+            continue
+        text = given[choice.param]
+        try:
+            value = choice.parse(text)
+        except (TypeError, ValueError):
+            value = text
+        if accepts(choice, value):
+            st.session_state[choice.key] = value
+        else:
+            st.error(refusal(choice, text, "in the address"))
+            st.session_state[choice.key] = choice.default
