@@ -35,4 +35,7 @@ pages = {
 }
 if identity.is_instructor():  # the console is in the navigation only for the instructor
     pages["Instructor"] = [st.Page("pages/instructor.py", title="Instructor console", url_path="instructor")]
-st.navigation(pages).run()
+navigation = st.navigation(pages)
+if st.session_state.pop(sidebar.OPEN_CONSOLE_KEY, False) and "Instructor" in pages:
+    st.switch_page(pages["Instructor"][0])  # a sign-in lands on the console
+navigation.run()

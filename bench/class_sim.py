@@ -107,10 +107,15 @@ def simulate(
     timeout_s: float,
     warm_s: float = 0.0,
     cluster_slots: Callable[[], list[Slot]] | None = None,
+    jobs_for: Callable[[int], list[JobSpec]] | None = None,
+    settings: Settings | None = None,
 ) -> dict:
-    """Submit one comparison per learner from N threads at once and wait for every job to end (or the timeout).
-    The workers are `slots`, or (None) follow `cluster_slots` as in the app."""
-    settings = Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_learner=1)
+    """Submit one comparison per learner (or the jobs `jobs_for(learner)` gives, in that order) from N threads at once
+    and wait for every job to end (or the timeout). The workers are `slots`, or (None) follow `cluster_slots` as in
+    the app; `settings` are the server's (by default one job per learner at a time, open mode)."""
+    settings = settings or Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_learner=1,
+                                    class_mode=False)
+    jobs_for = jobs_for or (lambda index: [tiny_compare(index)])
     log = RunLog(runner)
     manager = JobManager(settings, runner=log, device_type="cpu", slots=slots, cluster_slots=cluster_slots)
     slots = manager.slots
@@ -126,14 +131,15 @@ def simulate(
 
     def learner(index: int) -> None:
         barrier.wait()
-        try:
-            job_id = manager.submit(f"learner-{index}", tiny_compare(index))
-        except Exception as err:  # a refused submit is a result of the simulation, not a crash of it
+        for spec in jobs_for(index):
+            try:
+                job_id = manager.submit(f"learner-{index}", spec)
+            except Exception as err:  # a refused submit is a result of the simulation, not a crash of it
+                with lock:
+                    refused.append(str(err))
+                continue
             with lock:
-                refused.append(str(err))
-            return
-        with lock:
-            ids.append(job_id)
+                ids.append(job_id)
 
     threads = [threading.Thread(target=learner, args=(n,)) for n in range(learners)]
     for thread in threads:
@@ -149,6 +155,10 @@ def simulate(
         runner.close()
     final = [v for v in views if v.status in FINISHED_STATUSES]
     ends = [v.finished_at for v in final if v.finished_at]
+    last_end: dict[str, float] = {}
+    for view in final:
+        if view.finished_at:
+            last_end[view.spec.purpose] = max(last_end.get(view.spec.purpose, 0.0), view.finished_at - started)
     return {
         "learners": learners,
         "submitted": len(ids),
@@ -158,6 +168,7 @@ def simulate(
         "duplicated": log.duplicated,
         "max_concurrent_runs": log.max_concurrent(),
         "makespan_s": round(max(ends) - started, 2) if ends else None,
+        "makespan_by_purpose_s": {purpose: round(seconds, 2) for purpose, seconds in sorted(last_end.items())},
         "first_progress_s": round(log.first_progress - started, 2) if log.first_progress else None,
         "backend": backend,
         "workers": len(slots),
@@ -205,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     if args.json is not None:
         args.json.write_text(text + "\n")
-    return 0 if figures["finished"] == figures["learners"] and not figures["duplicated"] else 1
+    return 0 if figures["finished"] == figures["submitted"] == figures["learners"] and not figures["duplicated"] else 1
 
 
 def _backend(args: argparse.Namespace, cleanups: list[Callable[[], None]]):

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory(prefix="amp-lab-sweep-estimate-") as state_dir:
-        settings = Settings(state_dir=state_dir, data_root=state_dir, device=args.device)
+        settings = Settings(state_dir=state_dir, data_root=state_dir, device=args.device, class_mode=False)
         manager = JobManager(settings, device_type=args.device)
         sweep = Offer.for_device(settings, args.device).sweep(args.amp, args.batch_sizes, steps_per_run=args.steps)
         load_before = os.getloadavg()[0]

@@ -5,11 +5,13 @@ import time
 import streamlit as st
 
 from server.instructor import capacity_at, comparisons_per_hour, latest_comparisons
+from server.kinds import PAGE_KINDS, KindRule
+from server.planner import plan_session
 from server.presets import presets_text
 from trainer.errors import ConfigError
 from ui import exports, identity, jobs, server_bundle
 from ui.charts import class_speedup_chart
-from ui.widgets import about, capacity_sentences, queue_caption, settings_rows
+from ui.widgets import about, capacity_sentences, queue_caption, settings_rows, when
 
 QUEUE_REFRESH_S = 5.0  # the console watches the room, not one job: a few seconds' delay is fine
 
@@ -23,6 +25,24 @@ settings = server_bundle.settings()
 
 st.title("Instructor console")
 
+st.subheader("A message to the class")
+current_message = server_bundle.class_messages().get()
+with st.form("class-message"):
+    text = st.text_input("Shown above every learner's page until you clear it", max_chars=300,
+                         value=current_message.text if current_message else "",
+                         placeholder="The queue is paused for 5 minutes while we discuss the first results.")
+    show, clear = st.columns(2)
+    if show.form_submit_button("Show to the class", type="primary"):
+        try:
+            server_bundle.class_messages().set(text)
+        except ConfigError as err:
+            st.error(str(err))
+        else:
+            st.rerun()
+    if clear.form_submit_button("Clear the message"):
+        server_bundle.class_messages().clear()
+        st.rerun()
+
 st.subheader("The queue")
 left, right = st.columns([3, 1])
 if manager.paused:
@@ -35,12 +55,16 @@ elif right.button("Pause the queue"):
     st.rerun()
 
 
+reason = st.text_input("Reason for a cancel (its learner reads it where the job was)", max_chars=200,
+                       key="cancel_reason", placeholder="too long for today's class: try 1 epoch")
+
+
 @st.fragment(run_every=QUEUE_REFRESH_S)
 def live_queue() -> None:
     names = jobs.owner_names()
     views = manager.queue_views()
     _, wait = manager.wait_for_new_job()
-    st.caption(queue_caption(views, manager.slots, wait))
+    st.caption(queue_caption(views, manager.slots, wait, manager.paused))
     now = time.time()
     for view in views:
         config = view.spec.runs[0]
@@ -54,10 +78,13 @@ def live_queue() -> None:
                 f"{len(view.spec.runs)} run(s), {config.epochs} epoch(s), batch {config.batch_size}, "
                 f"{config.subset or 50_000:,} {config.data} images, {config.loader} loader, width {config.width}"
             )
+            if view.status == "running":
+                fraction, progress = jobs.progress_line(view)
+                text.progress(fraction, text=f"{progress} · ends in {about(view.remaining_s)}")
             if view.cancel_requested:
                 button.caption("Cancelling...")
             elif button.button("Cancel", key=f"instructor-cancel-{view.id}"):
-                manager.cancel_any(view.id)
+                manager.cancel_any(view.id, st.session_state.get("cancel_reason", ""))
                 st.rerun()
 
 
@@ -72,7 +99,8 @@ for sentence in capacity_sentences(capacity_at(start, store, manager.device_type
     st.markdown(sentence)
 
 st.subheader("The class's results")
-frame = exports.class_frame(exports.class_rows(latest_comparisons(store), jobs.owner_names()))
+latest = latest_comparisons(store)
+frame = exports.class_frame(exports.class_rows(latest, jobs.owner_names()))
 if frame.empty:
     st.info("No learner has a finished comparison yet.")
 else:
@@ -81,6 +109,39 @@ else:
     st.altair_chart(class_speedup_chart(frame), width="stretch")
     st.download_button("The class's results (CSV)", exports.to_csv(frame),
                        file_name=f"amp-lab-class-{time.strftime('%Y%m%d-%H%M')}.csv", mime="text/csv")
+
+st.subheader("Roster")
+roster = exports.roster_frame(server_bundle.learners().roster(), store.job_counts(), latest,
+                              server_bundle.guesses().everyone())
+if roster.empty:
+    st.info("No learner has opened the app yet.")
+else:
+    st.caption("Every learner: their jobs by kind, their latest comparison with its timing verdict, and each "
+               "prediction they locked (the Run page's speedup guess sits beside the speedup they measured).")
+    st.dataframe(roster, hide_index=True)
+    st.download_button("The roster (CSV)", exports.to_csv(roster),
+                       file_name=f"amp-lab-roster-{time.strftime('%Y%m%d-%H%M')}.csv", mime="text/csv")
+
+st.subheader("Plan the session")
+with st.form("planner"):
+    learners_col, minutes_col, workers_col = st.columns(3)
+    learners = learners_col.number_input("Learners", min_value=1, max_value=500, value=30)
+    minutes = minutes_col.number_input("Minutes", min_value=10, max_value=600, value=120, step=10)
+    workers = workers_col.number_input("Workers", min_value=1, max_value=64, value=max(1, len(manager.slots)),
+                                       help="Jobs this server runs at once: one per GPU (one on a CPU server).")
+    if st.form_submit_button("Plan", type="primary"):
+        try:
+            st.session_state["session_plan"] = plan_session(offer, store, int(learners), float(minutes), int(workers))
+        except ConfigError as err:
+            st.error(str(err))
+plan = st.session_state.get("session_plan")
+if plan is not None:
+    for sentence in plan.describe():
+        st.markdown(sentence)
+    st.code(plan.presets, language=None)
+    if st.button("Apply as presets for every learner", disabled=not plan.fits):
+        server_bundle.preset_store().set(plan.presets)
+        st.rerun()
 
 st.subheader("Presets")
 current = offer.presets
@@ -104,6 +165,37 @@ with st.form("presets"):
             st.rerun()
     if clear.form_submit_button("Back to the settings' presets"):
         server_bundle.preset_store().clear()
+        st.rerun()
+
+st.subheader("Kinds of job")
+kinds = offer.kinds
+starting = offer.starting_jobs()
+st.markdown(
+    f"What learners may queue, and how many of each one learner may (0: as many as the queue limits allow). Now: "
+    f"**{kinds.name}**" + (f"; caps count the jobs submitted since {when(kinds.since)}." if kinds.since else ".")
+    + " Each kind's time is for its starting settings on this server."
+)
+with st.form("kinds"):
+    rules = {}
+    for purpose, name in PAGE_KINDS.items():
+        rule = kinds.rule(purpose)
+        on, cap, cost = st.columns([2, 1, 2])
+        enabled = on.checkbox(name[:1].upper() + name[1:], value=rule.enabled, key=f"kind-{purpose}")
+        per_learner = cap.number_input(f"{name}: per learner", min_value=0, max_value=100,
+                                       value=rule.per_learner or 0, key=f"kind-cap-{purpose}",
+                                       label_visibility="collapsed")
+        seconds = jobs.estimate(starting[purpose]) if purpose in starting else None
+        cost.caption(f"{about(seconds)} each" if purpose in starting else "over a limit here")
+        rules[purpose] = KindRule(enabled, per_learner or None)
+    save, fresh, back = st.columns(3)
+    if save.form_submit_button("Save for the class", type="primary"):
+        server_bundle.kind_store().set(rules)
+        st.rerun()
+    if fresh.form_submit_button("Save, and count caps from now (a new class)"):
+        server_bundle.kind_store().set(rules, restart_counts=True)
+        st.rerun()
+    if back.form_submit_button("Back to the settings' mode"):
+        server_bundle.kind_store().clear()
         st.rerun()
 
 st.subheader("This server's limits")

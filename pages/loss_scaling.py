@@ -161,7 +161,7 @@ else:
         if device == "cpu":
             st.caption("fp16 on this CPU is tens of times slower than fp32, so the tiny run uses 1,024 synthetic "
                        "images at batch 32: expect a minute or two.")
-        if st.button("Run a tiny amp-fp16 run") and jobs.submit(server_bundle.offer().tiny_fp16_run(), TINY_RUN_KEY):
+        if jobs.queue_button("Run a tiny amp-fp16 run", server_bundle.offer().tiny_fp16_run(), TINY_RUN_KEY):
             st.rerun()
 
 st.subheader("The scaler at work: an ablation")
@@ -191,7 +191,7 @@ else:
         )
     if server_bundle.job_manager().device_type == "cpu":
         st.caption("fp16 on this CPU is tens of times slower than fp32: the 256 images take tens of seconds.")
-    if st.button("Run the scaler ablation") and jobs.submit(server_bundle.offer().scaler_ablation(), ABLATION_KEY):
+    if jobs.queue_button("Run the scaler ablation", server_bundle.offer().scaler_ablation(), ABLATION_KEY):
         st.rerun()
 if ablations:
     label, ablation = ablations[0]

@@ -73,7 +73,7 @@ if predict_then_check(
     "checks the same guess against your own comparison.",
 ) and demo_reference is not None:
     st.caption(f"Measured in a reference run, not yours: {demo_reference.label}. {demo_reference.note}")
-if st.button("Run the quick demo", type="primary") and jobs.submit(demo):
+if jobs.queue_button("Run the quick demo", demo, primary=True):
     st.switch_page(RUN_PAGE)
 
 next_link("pages/fp32_baseline.py", "the fp32 baseline")

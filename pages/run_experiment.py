@@ -42,6 +42,9 @@ with st.expander("This server's limits (set by the instructor)"):
         hide_index=True,
     )
 
+latest = jobs.latest_comparison(jobs.my_jobs())
+if latest is not None:  # a reload mid-run starts where the learner was, not at the lab's 75-minute settings
+    form_state.start_from(list(choices.values()), ComparisonRequest.from_spec(latest.spec).to_dict())
 form_state.apply_query_params(list(choices.values()))
 for choice in choices.values():
     form_state.checked_state(choice)
@@ -113,14 +116,15 @@ with right:
 request = ComparisonRequest.of({param: st.session_state[choice.key] for param, choice in choices.items()})
 if request.precision == "amp-fp16" and report.device_type == "cpu":
     st.warning(f"amp-fp16 on this server's CPU: {report.cpu_fp16_note}")
-blocked = offer.blocking_reasons(request)
+spec = offer.comparison(request)
+blocked = [*offer.blocking_reasons(request), *filter(None, [jobs.refusal(spec)])]
 for reason in blocked:
     st.error(reason[:1].upper() + reason[1:] + ".")
 
-spec = offer.comparison(request)
 estimate = jobs.estimate(spec)
-ahead, _ = manager.wait_for_new_job()  # waiting and running jobs, on every worker
-queue_note = "" if ahead == 0 else f" {ahead} job{'s are' if ahead > 1 else ' is'} ahead of yours in the queue."
+ahead, _ = manager.wait_for_new_job(learner_id)  # other learners' jobs, waiting or running, on every worker
+queue_note = "" if ahead == 0 else (f" {ahead} job{'s' if ahead > 1 else ''} of other learners "
+                                    f"{'are' if ahead > 1 else 'is'} ahead of yours in the queue.")
 runs_named = "both runs" if len(spec.runs) == 2 else f"all {len(spec.runs)} runs ({pairs_name(request.repeats)})"
 st.info(f"**Estimated time for {runs_named}:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
 
@@ -139,7 +143,7 @@ with st.expander(f"Reference results recorded on a {report.device_type.upper()} 
         reference_panel(reference)
 
 st.subheader("Your job")
-mine = jobs.my_jobs()  # with the history: once per page run, not on every tick
+mine = jobs.my_jobs()  # with the history: once per page run (after a submit), not on every tick
 statuses = {job.id: job.status for job in mine if not job.finished}
 # A running job's progress changes every second; a waiting job's place in the queue far more slowly.
 refresh_s = RUNNING_REFRESH_S if "running" in statuses.values() else QUEUED_REFRESH_S
@@ -153,7 +157,9 @@ def live_jobs() -> None:
         st.rerun()  # a job started or ended: redraw the page once (and change or stop the refresh)
     if not mine:
         st.caption("Nothing yet: choose the settings above and press Run.")
-    for job in active or mine[-1:]:
+    # What waits or runs, then what ended in the last minutes (a cancel's reason stays in view), else the latest.
+    shown = {job.id: job for job in [*active, *jobs.recently_ended(mine)]} or {job.id: job for job in mine[-1:]}
+    for job in shown.values():
         with st.container(border=True):
             job_panel(job, learner_id, manager)
 

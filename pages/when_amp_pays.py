@@ -9,7 +9,6 @@ from server.offer import (
     MAX_SWEEP_RUNS,
     SWEEP_BATCH_SIZES,
     SWEEP_LOADERS,
-    SWEEP_STEPS,
     SWEEP_WIDTHS,
 )
 from trainer.comparison_table import format_bytes
@@ -19,7 +18,7 @@ from ui import jobs, server_bundle
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.predict import predict_then_check
 from ui.reference import Reference, reference_rows, reference_sweep
-from ui.widgets import about, next_link, when
+from ui.widgets import next_link, when
 
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
 SWEEP_KEY = "when_amp_pays_sweep_job"
@@ -170,9 +169,8 @@ except TrainerError as err:
 running = jobs.remembered(BREAKDOWN_KEY)
 if running is not None and not running.finished:
     jobs.follow(running.id)
-elif breakdown_spec and st.button("Measure where the time goes"):
-    if jobs.submit(breakdown_spec, BREAKDOWN_KEY):
-        st.rerun()
+elif breakdown_spec and jobs.queue_button("Measure where the time goes", breakdown_spec, BREAKDOWN_KEY):
+    st.rerun()
 finished = breakdown_jobs()
 if finished:
     latest = finished[0]
@@ -193,12 +191,12 @@ st.markdown(
 left, right = st.columns(2)
 swept = offer.sweep_precisions  # tf32 is offered for comparisons, but a sweep pits fp32 against an AMP mode
 amp_mode = left.selectbox("AMP mode", swept, index=swept.index(offer.default_precision(swept)), key="sweep_amp")
-chosen_batches = left.multiselect("Batch sizes", batches, default=[b for b in (64, 256, 1024) if b in batches][:3]
-                                  or batches[:1], key="sweep_batches")
-chosen_widths = right.multiselect("Model widths", SWEEP_WIDTHS, default=[1], key="sweep_widths")
-steps_per_run = right.slider("Steps per run", min_value=10, max_value=60, value=SWEEP_STEPS, step=5,
+defaults = offer.sweep_defaults()  # the instructor's presets where they fix a batch, a width or a loader
+chosen_batches = left.multiselect("Batch sizes", batches, default=defaults["batch_sizes"], key="sweep_batches")
+chosen_widths = right.multiselect("Model widths", SWEEP_WIDTHS, default=defaults["widths"], key="sweep_widths")
+steps_per_run = right.slider("Steps per run", min_value=10, max_value=60, value=defaults["steps"], step=5,
                              key="sweep_steps")
-loader = right.selectbox("Loader", SWEEP_LOADERS, key="sweep_loader",
+loader = right.selectbox("Loader", SWEEP_LOADERS, index=SWEEP_LOADERS.index(defaults["loader"]), key="sweep_loader",
                          help="Resident keeps data loading out of the way, so the sweep measures the arithmetic.")
 sweep_spec = None
 try:
@@ -207,7 +205,7 @@ except TrainerError as err:  # said now, not at submit, when a point asks for mo
     st.error(str(err))
 plan = sweep_spec.runs if sweep_spec else None
 if sweep_spec:
-    st.caption(f"{len(plan)} runs on {source} data; {about(jobs.estimate(sweep_spec))} once it starts.")
+    st.caption(f"{len(plan)} runs on {source} data.")
 if offer.device_type == "cuda":
     st.caption("After the runs, the job also searches the largest batch that fits in GPU memory for each precision "
                "(a bounded search: doubling, then bisecting, each try a two-step run in its own process).")
@@ -217,9 +215,8 @@ else:
 current = jobs.remembered(SWEEP_KEY)
 if current is not None and not current.finished:
     jobs.follow(current.id)
-elif sweep_spec and st.button("Queue the sweep", type="primary"):
-    if jobs.submit(sweep_spec, SWEEP_KEY):
-        st.rerun()
+elif sweep_spec and jobs.queue_button("Queue the sweep", sweep_spec, SWEEP_KEY, primary=True):
+    st.rerun()
 
 st.subheader("3. Sweep results")
 sweeps = jobs.mine_then_class(kind="sweep")

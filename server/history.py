@@ -15,21 +15,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from server.records import JobView
+from server.records import PURPOSE_OF_KIND, JobView
 from trainer.errors import TrainerError
 from trainer.results import RunResult
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # 2: a job's owner is its learner_id (see _migrate)
+SCHEMA_VERSION = 3  # 2: a job's owner is its learner_id; 3: jobs have a purpose (see _migrate)
 BUSY_TIMEOUT_S = 30.0
-INTERRUPTED_REASON = "interrupted by a server restart; submit the job again"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY,
     learner_id TEXT NOT NULL,
     kind TEXT NOT NULL,
+    purpose TEXT NOT NULL DEFAULT '',  -- what the job is for (server/records.JOB_PURPOSES)
     label TEXT NOT NULL DEFAULT '',
     status TEXT NOT NULL,
     error TEXT,
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     finished_at REAL
 );
 CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created_at);
-CREATE INDEX IF NOT EXISTS jobs_by_learner ON jobs (learner_id);
+CREATE INDEX IF NOT EXISTS jobs_by_learner ON jobs (learner_id, purpose);
 CREATE TABLE IF NOT EXISTS runs (  -- successful runs only, one row each, for comparisons and estimates
     job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
     run_index INTEGER NOT NULL,
@@ -142,6 +142,7 @@ class HistoryStore:
             "id": job.id,
             "learner_id": job.learner_id,
             "kind": job.kind,
+            "purpose": job.spec.purpose,
             "label": job.label,
             "status": job.status,
             "error": job.error,
@@ -256,16 +257,30 @@ class HistoryStore:
             log.warning("skipping a damaged job row %r in %s", row["id"], self.path, exc_info=True)
             return None
 
-    def mark_interrupted(self, reason: str = INTERRUPTED_REASON) -> int:
-        """At start-up: jobs left queued or running by a previous process become failed; return how many.
-
-        This assumes one job manager per state folder, which is how the app runs (one server process)."""
+    def count_jobs(self, learner_id: str, purpose: str, since: float) -> int:
+        """Jobs of `purpose` that `learner_id` submitted since `since` and that are waiting, running or done (a failed
+        or cancelled one does not use up a per-learner cap)."""
         with self.connect() as db:
-            cursor = db.execute(
-                "UPDATE jobs SET status = 'failed', error = ?, finished_at = ? WHERE status IN ('queued', 'running')",
-                (reason, time.time()),
-            )
-            return cursor.rowcount
+            row = db.execute("SELECT COUNT(*) FROM jobs WHERE learner_id = ? AND purpose = ? AND created_at >= ? AND "
+                             "status IN ('queued', 'running', 'done')", (learner_id, purpose, since)).fetchone()
+        return row[0]
+
+    def job_counts(self) -> dict[str, dict[str, int]]:
+        """Jobs each learner has had waiting, running or done, by purpose: {learner id: {purpose: count}}."""
+        counts: dict[str, dict[str, int]] = {}
+        with self.connect() as db:
+            for row in db.execute("SELECT learner_id, purpose, COUNT(*) FROM jobs WHERE status IN "
+                                  "('queued', 'running', 'done') GROUP BY learner_id, purpose"):
+                counts.setdefault(row[0], {})[row[1]] = row[2]
+        return counts
+
+    def unfinished_jobs(self) -> list[JobView]:
+        """Jobs left queued or running by a previous server process, in the order they were submitted (the job
+        manager queues them again at start-up; this assumes one job manager per state folder, as the app runs)."""
+        with self.connect() as db:
+            rows = db.execute("SELECT * FROM jobs WHERE status IN ('queued', 'running') "
+                              "ORDER BY created_at, rowid").fetchall()
+        return [view for view in map(self._parse, rows) if view is not None]
 
 
 def _set_wal(db: sqlite3.Connection) -> str:
@@ -287,6 +302,11 @@ def _migrate(db: sqlite3.Connection) -> None:
     if "session_id" in columns:  # schema 1 named a job's owner a session
         db.execute("ALTER TABLE jobs RENAME COLUMN session_id TO learner_id")
         db.execute("DROP INDEX IF EXISTS jobs_by_session")
+    if columns and "purpose" not in columns:  # schema 3 records what each job is for; older jobs, their kind's
+        db.execute("ALTER TABLE jobs ADD COLUMN purpose TEXT NOT NULL DEFAULT ''")
+        for kind, purpose in PURPOSE_OF_KIND.items():
+            db.execute("UPDATE jobs SET purpose = ? WHERE kind = ?", (purpose, kind))
+        db.execute("DROP INDEX IF EXISTS jobs_by_learner")
 
 
 def _row_limit(limit: int) -> int:

@@ -30,7 +30,9 @@ CREATE TABLE IF NOT EXISTS learners (
     display_name TEXT NOT NULL,
     token_hash TEXT UNIQUE,      -- sha256 of the browser's token; NULL for signed-in learners
     subject TEXT UNIQUE,         -- the identity provider's subject for signed-in learners
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    sign_in TEXT,                -- signed-in learners: who the provider says they are (an email), for the roster
+    named INTEGER NOT NULL DEFAULT 0  -- 1 once the learner chose a name (or the provider gave one)
 );
 """
 
@@ -39,6 +41,17 @@ CREATE TABLE IF NOT EXISTS learners (
 class Learner:
     id: str  # public: owns jobs, safe to show
     display_name: str
+    named: bool = True  # False while the name is the generated one
+
+
+@dataclass(frozen=True)
+class RosterEntry:
+    """One learner as the instructor's roster lists them."""
+
+    id: str
+    display_name: str
+    sign_in: str | None  # the provider's identity (an email) for a signed-in learner
+    created_at: float
 
 
 def generated_name() -> str:
@@ -67,14 +80,19 @@ class LearnerStore:
         self._history = history
         with history.connect() as db:
             db.executescript(_SCHEMA)
+            columns = {row["name"] for row in db.execute("PRAGMA table_info(learners)")}
+            for column, kind in (("sign_in", "TEXT"), ("named", "INTEGER NOT NULL DEFAULT 1")):
+                if column not in columns:  # a file from before the roster: its learners keep the names they had
+                    db.execute(f"ALTER TABLE learners ADD COLUMN {column} {kind}")
 
     def create(self, display_name: str | None = None) -> tuple[Learner, str]:
         """A new learner and the private token for their browser (returned here only, never stored)."""
-        learner = Learner(secrets.token_hex(LEARNER_ID_BYTES), checked_name(display_name or generated_name()))
+        learner = Learner(secrets.token_hex(LEARNER_ID_BYTES), checked_name(display_name or generated_name()),
+                          named=display_name is not None)
         token = secrets.token_urlsafe(TOKEN_BYTES)
         with self._history.connect() as db:
-            db.execute("INSERT INTO learners (id, display_name, token_hash, created_at) VALUES (?, ?, ?, ?)",
-                       (learner.id, learner.display_name, _hash(token), time.time()))
+            db.execute("INSERT INTO learners (id, display_name, token_hash, created_at, named) VALUES (?, ?, ?, ?, ?)",
+                       (learner.id, learner.display_name, _hash(token), time.time(), int(learner.named)))
         return learner, token
 
     def by_token(self, token: object) -> Learner | None:
@@ -82,27 +100,35 @@ class LearnerStore:
         if not isinstance(token, str) or not token or len(token) > 200:
             return None
         with self._history.connect() as db:
-            row = db.execute("SELECT id, display_name FROM learners WHERE token_hash = ?", (_hash(token),)).fetchone()
-        return Learner(row["id"], row["display_name"]) if row else None
+            row = db.execute("SELECT id, display_name, named FROM learners WHERE token_hash = ?",
+                             (_hash(token),)).fetchone()
+        return Learner(row["id"], row["display_name"], bool(row["named"])) if row else None
 
-    def signed_in(self, subject: str, display_name: object) -> Learner:
-        """The learner for a signed-in user (created on first sign-in); the provider's name is kept up to date."""
+    def signed_in(self, subject: str, display_name: object, sign_in: str | None = None) -> Learner:
+        """The learner for a signed-in user (created on first sign-in); the provider's name and identity (`sign_in`,
+        an email) are kept up to date."""
         learner_id = "u" + hashlib.sha256(subject.encode("utf-8")).hexdigest()[: 2 * LEARNER_ID_BYTES]
         # A provider's name may be blank, spaces only, or long: never refuse a sign-in over it.
         name = " ".join(str(display_name or "").split())[:MAX_NAME_CHARS].strip() or "signed-in learner"
         with self._history.connect() as db:
             db.execute(
-                "INSERT INTO learners (id, display_name, subject, created_at) VALUES (?, ?, ?, ?) "
-                "ON CONFLICT (id) DO UPDATE SET display_name = excluded.display_name",
-                (learner_id, name, subject, time.time()),
+                "INSERT INTO learners (id, display_name, subject, created_at, sign_in, named) VALUES (?, ?, ?, ?, ?, 1) "
+                "ON CONFLICT (id) DO UPDATE SET display_name = excluded.display_name, sign_in = excluded.sign_in",
+                (learner_id, name, subject, time.time(), sign_in),
             )
         return Learner(learner_id, name)
 
     def rename(self, learner_id: str, display_name: str) -> Learner:
         name = checked_name(display_name)
         with self._history.connect() as db:
-            db.execute("UPDATE learners SET display_name = ? WHERE id = ?", (name, learner_id))
+            db.execute("UPDATE learners SET display_name = ?, named = 1 WHERE id = ?", (name, learner_id))
         return Learner(learner_id, name)
+
+    def roster(self) -> list[RosterEntry]:
+        """Every learner, first seen first."""
+        with self._history.connect() as db:
+            rows = db.execute("SELECT id, display_name, sign_in, created_at FROM learners ORDER BY created_at")
+            return [RosterEntry(*tuple(row)) for row in rows]
 
     def names(self) -> dict[str, str]:
         """Every learner's display name by id, for owner columns."""

@@ -3,7 +3,9 @@ long the queue will take."""
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+import secrets
 import statistics
 import threading
 import time
@@ -16,44 +18,86 @@ from server.records import JobSpec, JobView
 
 FREE_TRIES = 3  # wrong passwords before the console starts making people wait
 MAX_WAIT_S = 300.0
+MAX_TRACKED = 10_000  # browsers or addresses whose wrong tries are remembered
+PASS_HOURS = 12.0  # a class day: the console survives reloads until then
 CLASS_RESULTS_SCANNED = 2000  # finished comparisons read for the class table, newest first
 RECENT_JOBS_FOR_CAPACITY = 30
 
 
 class PasswordGate:
-    """Checks the instructor's password. After FREE_TRIES wrong tries in a row, each further try must wait twice
-    as long as the last (2, 4, 8 ... s, at most MAX_WAIT_S): guessing becomes hopeless, a typo costs seconds.
-    Counted for the whole server, since a guesser can open as many learner sessions as they like."""
+    """Checks the instructor's password. After FREE_TRIES wrong tries in a row from one browser or address, each
+    further try from there must wait twice as long as the last (2, 4, 8 ... s, at most MAX_WAIT_S): guessing becomes
+    hopeless, a typo costs seconds, and a learner's wrong guesses never slow the instructor's own sign-in."""
 
     def __init__(self, password: str, clock: Callable[[], float] = time.monotonic):
         self._password = password.encode("utf-8")
         self._clock = clock
         self._lock = threading.Lock()
-        self._failures = 0
-        self._next_try_at = 0.0
+        self._failures: dict[str, int] = {}  # who -> wrong tries in a row
+        self._next_try_at: dict[str, float] = {}
 
     @property
     def enabled(self) -> bool:
         return bool(self._password)
 
-    def check(self, attempt: str) -> tuple[bool, str]:
-        """(True, "") for the right password; else (False, one line saying why, and how long to wait)."""
+    def check(self, attempt: str, who: str = "") -> tuple[bool, str]:
+        """(True, "") for the right password; else (False, one line saying why, and how long to wait). `who` is the
+        browser or address the try comes from."""
         if not self.enabled:
             return False, "this server has no instructor password; the instructor signs in with an allowed email"
         with self._lock:
-            wait = self._next_try_at - self._clock()
+            wait = self._next_try_at.get(who, 0.0) - self._clock()
             if wait > 0:
                 return False, f"too many wrong tries: wait {wait:.0f} s before the next one"
             if hmac.compare_digest(attempt.encode("utf-8"), self._password):
-                self._failures = 0
+                self._failures.pop(who, None)
+                self._next_try_at.pop(who, None)
                 return True, ""
-            self._failures += 1
-            extra = self._failures - FREE_TRIES
+            if who not in self._failures and len(self._failures) >= MAX_TRACKED:
+                self._failures.pop(next(iter(self._failures)))  # the oldest: memory stays bounded
+            self._failures[who] = failures = self._failures.get(who, 0) + 1
+            extra = failures - FREE_TRIES
             if extra <= 0:
                 return False, "wrong password"
             delay = min(MAX_WAIT_S, 2.0**extra)
-            self._next_try_at = self._clock() + delay
+            self._next_try_at[who] = self._clock() + delay
             return False, f"wrong password; the next try is possible in {delay:.0f} s"
+
+
+_SECRET_SCHEMA = """
+CREATE TABLE IF NOT EXISTS server_secret (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    secret TEXT NOT NULL  -- signs the instructor's sign-in cookie; never leaves the server
+);
+"""
+
+
+class InstructorPass:
+    """The instructor's signed, expiring sign-in, kept in their browser's cookie so that a reload of the projector's
+    tab keeps the console: "<expiry>.<HMAC-SHA256 of it>" under a random secret kept in the history file. The
+    password itself is never stored in the browser."""
+
+    def __init__(self, history: HistoryStore, clock: Callable[[], float] = time.time):
+        self._clock = clock
+        with history.connect() as db:
+            db.executescript(_SECRET_SCHEMA)
+            db.execute("INSERT OR IGNORE INTO server_secret (id, secret) VALUES (1, ?)", (secrets.token_hex(32),))
+            self._secret = bytes.fromhex(db.execute("SELECT secret FROM server_secret WHERE id = 1").fetchone()[0])
+
+    def issue(self, hours: float = PASS_HOURS) -> str:
+        expiry = str(int(self._clock() + hours * 3600))
+        return f"{expiry}.{self._sign(expiry)}"
+
+    def holds(self, token: object) -> bool:
+        """True for a pass this server issued that has not expired."""
+        if not isinstance(token, str) or token.count(".") != 1 or len(token) > 200:
+            return False
+        expiry, signature = token.split(".")
+        return (expiry.isdigit() and hmac.compare_digest(signature, self._sign(expiry))
+                and int(expiry) > self._clock())
+
+    def _sign(self, expiry: str) -> str:
+        return hmac.new(self._secret, expiry.encode("ascii"), hashlib.sha256).hexdigest()
 
 
 def latest_comparisons(store: HistoryStore) -> list[JobView]:

@@ -1,5 +1,5 @@
-"""The shared server's job queue: one worker thread per GPU (one on a CPU server) takes learners' jobs in order.
-On a Ray cluster the workers follow the cluster: re-read every RESIZE_EVERY_S, they grow as nodes join, and shrink
+"""The shared server's job queue: one worker thread per GPU (one on a CPU server) takes learners' jobs, round robin
+by learner (everyone's first job before anyone's second). On a Ray cluster the workers follow the cluster: re-read every RESIZE_EVERY_S, they grow as nodes join, and shrink
 as they leave (a surplus worker finishes its job first).
 
 Each run of a job goes through a runner (by default `trainer.isolated.PrestartedRunner`: a fresh subprocess per run,
@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,6 +23,7 @@ from server.batch_probe import probe_max_batch
 from server.devices import Slot, server_slots
 from server.estimate import estimate_run_seconds
 from server.history import HistoryStore
+from server.kinds import KindPolicy
 from server.offer import Offer
 from server.records import FINISHED_STATUSES, JobSpec, JobView
 from server.settings import Settings
@@ -38,6 +39,10 @@ log = logging.getLogger(__name__)
 # Finished jobs kept in memory for live pages; older ones are read back from the history store.
 FINISHED_KEPT_IN_MEMORY = 500
 SHUTDOWN_REASON = "interrupted because the server shut down; submit the job again"
+RESTART_NOTICE = ("The server restarted while this job was running: it runs again from the start, ahead of the "
+                  "queue.")
+MAX_REASON_CHARS = 200  # an instructor's reason for a cancel, as the learner reads it
+INTERRUPTED_TWICE = "interrupted by a second server restart while it ran; submit the job again"
 # How often a manager that follows a cluster asks it how many runs it holds: one small query to the cluster's
 # control store, so a joining node gets its first job within a few seconds.
 RESIZE_EVERY_S = 5.0
@@ -118,18 +123,23 @@ class JobManager:
             device_type = device_type or runner.device_type
             cluster_slots = cluster_slots or runner.slots
         self.device_type = device_type or resolve_device_type(settings.device)
-        self._offer = offer or functools.partial(Offer.for_device, settings, self.device_type)
+        self.started_at = time.time()  # per-learner caps in the settings' mode count from here
+        self._offer = offer or functools.partial(
+            Offer.for_device, settings, self.device_type, KindPolicy.for_mode(settings.class_mode, self.started_at))
         self._prestarted = PrestartedRunner() if runner is None else None
         self._runner = runner or self._prestarted
         self._prober = prober
         self._cond = threading.Condition(threading.RLock())
         self._jobs: dict[str, _Job] = {}
-        self._queue: deque[str] = deque()
+        self._queue: list[str] = []  # waiting jobs as they were submitted (_ordered: the order they start in)
+        self._head: set[str] = set()  # waiting jobs a restart interrupted: they start before the rest
+        self._started: Counter[str] = Counter()  # jobs each learner has had started by this manager
+        self._order: list[str] | None = None  # _ordered()'s answer until the queue changes (many views ask it)
         self._running: dict[str, _Job] = {}  # job id -> job, one per busy worker
         self._unsaved: set[str] = set()  # jobs whose last change the history store refused: saved again later
         self._stopping = False
         self._paused = False
-        self.interrupted_at_start = self.store.mark_interrupted()
+        self.requeued_at_start, self.interrupted_at_start = self._restore_unfinished()
         follow = cluster_slots if slots is None else None  # given slots fix the workers
         if slots is None:
             slots = follow() if follow is not None else server_slots(self.device_type, settings.gpus)
@@ -151,7 +161,8 @@ class JobManager:
         """Admit `spec` through the server's offer (its one door) and queue it; return the new job's id."""
         if not isinstance(learner_id, str) or not learner_id:
             raise ConfigError("a job needs a learner id")
-        spec = self._offer().admit(spec)
+        offer = self._offer()
+        spec = offer.admit(spec, used=lambda purpose: self.store.count_jobs(learner_id, purpose, offer.kinds.since))
         estimates = [estimate_run_seconds(run, self.store, self.device_type) for run in spec.runs]
         job = _Job(id=uuid.uuid4().hex, learner_id=learner_id, spec=spec, run_estimates=estimates)
         job.extras["device_type"] = self.device_type
@@ -171,6 +182,7 @@ class JobManager:
             self._persist(job, strict=True)
             self._jobs[job.id] = job
             self._queue.append(job.id)
+            self._order = None
             self._cond.notify_all()
         return job.id
 
@@ -201,9 +213,11 @@ class JobManager:
         """Cancel a queued or running job of `learner_id`; False if it is not theirs or already over."""
         return self._cancel(job_id, "its owner", lambda job: job.learner_id == learner_id)
 
-    def cancel_any(self, job_id: str) -> bool:
-        """The instructor cancels any queued or running job; False if it is already over."""
-        return self._cancel(job_id, "the instructor", lambda job: True)
+    def cancel_any(self, job_id: str, reason: str = "") -> bool:
+        """The instructor cancels any queued or running job, with a reason its learner reads where the job was;
+        False if it is already over."""
+        reason = " ".join(str(reason).split())[:MAX_REASON_CHARS]
+        return self._cancel(job_id, "the instructor" + (f" ({reason})" if reason else ""), lambda job: True)
 
     def _cancel(self, job_id: str, by: str, allowed: Callable[[_Job], bool]) -> bool:
         with self._cond:
@@ -214,6 +228,8 @@ class JobManager:
             job.cancel.set()
             if job.status == "queued":
                 self._queue.remove(job.id)
+                self._head.discard(job.id)
+                self._order = None
                 self._finish(job, "cancelled", f"cancelled by {by} before it started")
             return True
 
@@ -235,7 +251,7 @@ class JobManager:
         """The running job(s), then the queued ones in the order they will start."""
         with self._cond:
             jobs = sorted(self._running.values(), key=lambda job: job.started_at or 0.0)
-            jobs += [self._jobs[job_id] for job_id in self._queue]
+            jobs += [self._jobs[job_id] for job_id in self._ordered()]
             return [self._view(job) for job in jobs]
 
     def queue_length(self) -> int:
@@ -243,18 +259,21 @@ class JobManager:
         with self._cond:
             return len(self._queue)
 
-    def wait_for_new_job(self) -> tuple[int, float | None]:
-        """For a job submitted now: how many jobs are ahead of it, and roughly how long until it starts."""
+    def wait_for_new_job(self, learner_id: str | None = None) -> tuple[int, float | None]:
+        """For a job `learner_id` submitted now: how many jobs of other learners would start or run before it (their
+        own jobs are theirs to know, not a wait to report), and roughly how long until it starts."""
         with self._cond:
-            ahead = len(self._queue) + len(self._running)
-            return ahead, self._wait_before(len(self._queue) + 1, time.time())
+            order = self._ordered(newcomer=learner_id or "")
+            position = order.index(None) + 1
+            before = [self._jobs[job_id] for job_id in order[: position - 1]] + list(self._running.values())
+            ahead = sum(1 for job in before if job.learner_id != learner_id)
+            return ahead, self._wait_before(position, time.time())
 
     def shutdown(self, wait: bool = False, timeout: float | None = None) -> None:
-        """Stop taking jobs, stop the running one, and record waiting ones as interrupted."""
+        """Stop taking jobs and stop the running ones. Waiting jobs stay queued in the history, and a running one
+        stays running there, so that the next server process on this state folder takes them up again."""
         with self._cond:
             self._stopping = True
-            while self._queue:
-                self._finish(self._jobs[self._queue.popleft()], "failed", SHUTDOWN_REASON)
             for job in self._running.values():
                 job.cancel.set()
             self._cond.notify_all()
@@ -306,6 +325,26 @@ class JobManager:
     def _has_work(self) -> bool:
         return bool(self._queue) and not self._paused
 
+    def _ordered(self, newcomer: str | None = None) -> list[str | None]:
+        """The waiting jobs' ids in the order they will start: jobs a restart interrupted first; then round robin by
+        learner: a job's round is how many jobs its learner has had started, plus their own jobs waiting before it,
+        so everyone's first job goes before anyone's second, and each round in the order they were submitted. With
+        `newcomer`, a None stands where a job that learner submitted now would be."""
+        if newcomer is None and self._order is not None:
+            return self._order
+        taken = Counter(self._started)
+        keyed = []
+        entries = [(job_id, self._jobs[job_id].learner_id) for job_id in self._queue]
+        if newcomer is not None:
+            entries.append((None, newcomer))
+        for submitted, (job_id, learner) in enumerate(entries):
+            keyed.append((job_id not in self._head, taken[learner], submitted, job_id))
+            taken[learner] += 1
+        order = [entry[-1] for entry in sorted(keyed, key=lambda entry: entry[:3])]
+        if newcomer is None:
+            self._order = order
+        return order
+
     def _work(self, label: str) -> None:
         while True:
             with self._cond:
@@ -316,7 +355,11 @@ class JobManager:
                 if slot is None:
                     del self._workers[label]
                     return
-                job = self._jobs[self._queue.popleft()]
+                job = self._jobs[self._ordered()[0]]
+                self._queue.remove(job.id)
+                self._head.discard(job.id)
+                self._order = None
+                self._started[job.learner_id] += 1
                 job.status = "running"
                 job.started_at = time.time()
                 if slot.gpu is not None:
@@ -363,6 +406,8 @@ class JobManager:
                 self._finish(job, "done", None)
             return
         with self._cond:
+            if job.cancelled_by is None:  # the server is stopping: the history keeps the job as running, and the next
+                return  # server process on this state folder runs it again (see _restore_unfinished)
             self._finish(job, "cancelled", f"cancelled by {job.cancelled_by} while running")
 
     def _run_one(self, job: _Job, index: int, config: RunConfig, slot: Slot) -> RunOutcome:
@@ -434,6 +479,40 @@ class JobManager:
 
     # ---- helpers ------------------------------------------------------------------------------
 
+    def _restore_unfinished(self) -> tuple[int, int]:
+        """At start-up, the jobs an earlier server process on this state folder left unfinished: each waiting job
+        waits again, in its order; a job that was running runs again from the start, ahead of the queue, once (a
+        second interruption fails it); a job today's settings refuse fails saying why. Returns (queued again,
+        failed)."""
+        # Today's limits and device, no page needed; the kinds were judged when each job was submitted.
+        door = Offer.for_device(self.settings, self.device_type, KindPolicy.for_mode(class_mode=False))
+        requeued = failed = 0
+        for view in self.store.unfinished_jobs():
+            restarts = view.extras.get("restarts", 0) + (view.status == "running")
+            job = _Job(id=view.id, learner_id=view.learner_id, spec=view.spec, run_estimates=[],
+                       created_at=view.created_at, extras={"device_type": self.device_type, "restarts": restarts})
+            try:
+                if restarts > 1:
+                    raise TrainerError(INTERRUPTED_TWICE)
+                job.spec = door.admit(view.spec)
+            except TrainerError as err:
+                self._finish(job, "failed", str(err) if restarts > 1 else
+                             f"the server restarted with settings that refuse this job: {err}")
+                failed += 1
+                continue
+            job.run_estimates = [estimate_run_seconds(run, self.store, self.device_type) for run in job.spec.runs]
+            if view.status == "running":
+                job.extras["notice"] = RESTART_NOTICE
+                self._head.add(job.id)
+            self._jobs[job.id] = job
+            self._queue.append(job.id)
+            self._order = None
+            self._persist(job)
+            requeued += 1
+        if requeued or failed:
+            log.info("after a restart: %d unfinished job(s) queued again, %d failed", requeued, failed)
+        return requeued, failed
+
     def _check_class_queue(self) -> None:
         """Refuse a job over the instructor's cap on waiting jobs, saying how long the queue takes now."""
         limit = self.settings.max_queued_total
@@ -483,7 +562,7 @@ class JobManager:
         now = time.time()
         position = wait = None
         if job.status == "queued" and job.id in self._queue:
-            position = self._queue.index(job.id) + 1
+            position = self._ordered().index(job.id) + 1
             wait = self._wait_before(position, now)
         return JobView(
             id=job.id,
@@ -505,6 +584,7 @@ class JobManager:
             extras=copy.deepcopy(job.extras),
             estimated_total_s=job.estimated_total_s,
             cancel_requested=job.cancel.is_set() and not _done(job),
+            remaining_s=job.remaining_s(now) if job.status == "running" else None,
         )
 
     def _wait_before(self, position: int, now: float) -> float | None:
@@ -512,7 +592,7 @@ class JobManager:
         that frees up (a running job's rest, then the queued ones in order)."""
         free_at = [job.remaining_s(now) for job in self._running.values()]
         free_at += [0.0] * max(0, len(self.slots) - len(free_at))
-        ahead = [self._jobs[job_id].estimated_total_s for job_id in list(self._queue)[: position - 1]]
+        ahead = [self._jobs[job_id].estimated_total_s for job_id in self._ordered()[: position - 1]]
         if not free_at or None in free_at or None in ahead:  # no worker at all: a cluster with no node right now
             return None
         heapq.heapify(free_at)

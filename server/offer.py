@@ -8,10 +8,11 @@ per submit. No Streamlit here: pages ask the offer and show its answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields, replace
 
 from server.choices import Choice, parse_bool, parse_int, parse_optional_int, preset
+from server.kinds import KindPolicy
 from server.records import MAX_COMPARE_PAIRS, MAX_SWEEP_RUNS, JobSpec
 from server.settings import Settings
 from trainer.capabilities import DeviceFacts, ModeSupport, mode_support
@@ -81,6 +82,18 @@ class ComparisonRequest:
             raise ConfigError(f"unknown choice {unknown[0]!r} for a comparison: choose from {', '.join(sorted(known))}")
         return cls(**values)
 
+    @classmethod
+    def from_spec(cls, spec: JobSpec) -> "ComparisonRequest":
+        """The request a comparison job was made from (its first pair, and how many pairs it has)."""
+        baseline, candidate = spec.runs[0], spec.runs[1]
+        return cls(precision=candidate.precision, epochs=baseline.epochs, batch_size=baseline.batch_size,
+                   data=baseline.data, loader=baseline.loader, width=baseline.width,
+                   channels_last=baseline.channels_last, breakdown=baseline.breakdown, subset=baseline.subset,
+                   repeats=len(spec.runs) // 2)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
     def describe(self) -> str:
         """A short label for the job: what is compared (x3: in three pairs), on what."""
         return (
@@ -96,7 +109,8 @@ class Offer:
 
     `support` is what the device runs (None where it is not known yet: a GPU server whose hardware report has not
     come back; the run's own process then refuses a mode the GPU cannot run). `recommended` is the mode this
-    hardware is best at; `presets` are the instructor's starting values ({param: text}, as in a link).
+    hardware is best at; `presets` are the instructor's starting values ({param: text}, as in a link); `kinds`
+    which kinds of job learners may queue, and how many each (the settings' mode by default).
     """
 
     def __init__(
@@ -107,19 +121,21 @@ class Offer:
         device_type: str | None = None,
         recommended: str | None = None,
         presets: Mapping[str, str] | None = None,
+        kinds: KindPolicy | None = None,
     ):
         self.settings = settings
         self.support = support
         self.device_type = device_type or (support.device_type if support is not None else "cpu")
         self.presets = dict(presets or {})
+        self.kinds = kinds or KindPolicy.for_mode(settings.class_mode)
         self._recommended = recommended
 
     @classmethod
-    def for_device(cls, settings: Settings, device_type: str) -> "Offer":
+    def for_device(cls, settings: Settings, device_type: str, kinds: KindPolicy | None = None) -> "Offer":
         """The offer where only the device type is known: a CPU's modes are known without asking; a GPU's are
         checked by each run's own process (asking here would open a CUDA context in the server)."""
         support = mode_support(DeviceFacts("cpu")) if device_type == "cpu" else None
-        return cls(settings, support, device_type=device_type)
+        return cls(settings, support, device_type=device_type, kinds=kinds)
 
     # ---- what a learner may pick ----------------------------------------------------------------------
 
@@ -193,7 +209,8 @@ class Offer:
 
     def preset_problems(self, presets: Mapping[str, str] | None = None) -> list[str]:
         """The presets this server cannot start from (not offered on this hardware, or over a limit), one line each."""
-        bare = Offer(self.settings, self.support, device_type=self.device_type, recommended=self._recommended)
+        bare = Offer(self.settings, self.support, device_type=self.device_type, recommended=self._recommended,
+                     kinds=self.kinds)
         choices = bare.choices()
         presets = self.presets if presets is None else presets
         problems = (preset(choices[param], text)[1] for param, text in presets.items() if param in choices)
@@ -225,18 +242,32 @@ class Offer:
         return JobSpec(kind="compare", runs=runs, label=request.describe())
 
     def quick_demo(self) -> JobSpec:
-        """A comparison small enough to finish in a minute or two: synthetic data, a subset, one epoch, the
-        recommended mode; within the instructor's limits, so that a strict server does not refuse its own demo."""
-        request = ComparisonRequest(
-            precision=self.default_precision(),
-            epochs=min(QUICK_DEMO["epochs"], self.settings.max_epochs),
-            batch_size=min(QUICK_DEMO["batch_size"], self.settings.max_batch_size),
-            subset=min(QUICK_DEMO["subset"], self.settings.max_subset or QUICK_DEMO["subset"]),
-            data=QUICK_DEMO["data"], loader=QUICK_DEMO["loader"],
-        )
-        spec = self.comparison(request)
-        spec.label = "quick demo: " + spec.label
+        """A comparison small enough to finish in a minute or two: synthetic data held on the device, a subset, one
+        epoch, the recommended mode. The instructor's presets govern it too: their precision, and never more
+        epochs, images or a larger batch than they start the Run page with; and within the limits, so that a
+        strict server does not refuse its own demo."""
+        start = self.start()
+        sizes = {"epochs": self.settings.max_epochs, "batch_size": self.settings.max_batch_size,
+                 "subset": self.settings.max_subset or QUICK_DEMO["subset"]}
+        for param in sizes:
+            if param in self.presets:
+                sizes[param] = min(sizes[param], getattr(start, param) or QUICK_DEMO[param])
+        demo = {**QUICK_DEMO, **{param: min(QUICK_DEMO[param], limit) for param, limit in sizes.items()},
+                "precision": start.precision if "precision" in self.presets else self.default_precision()}
+        spec = self.comparison(ComparisonRequest.of(demo))
+        spec.label, spec.purpose = "quick demo: " + spec.label, "quick-demo"
         return spec
+
+    def sweep_defaults(self) -> dict:
+        """Where the sweep's choices start: three batch sizes around the lab's 256 (the presets' batch among them),
+        the presets' width and loader, else width 1 and the resident loader."""
+        batches = self.batch_sizes(SWEEP_BATCH_SIZES)
+        start = self.start()
+        chosen = [b for b in (64, 256, 1024) if b in batches][:3] or list(batches[:1])
+        if "batch_size" in self.presets and start.batch_size in batches and start.batch_size not in chosen:
+            chosen = sorted([*chosen[:2], start.batch_size])
+        return {"batch_sizes": chosen, "widths": [start.width if "width" in self.presets else 1],
+                "loader": start.loader if "loader" in self.presets else SWEEP_LOADERS[0], "steps": SWEEP_STEPS}
 
     def sweep(
         self,
@@ -276,7 +307,8 @@ class Offer:
             self.check_limits(run)
         label = (f"sweep: fp32 vs {precision}, batch {', '.join(map(str, batch_sizes))}, "
                  f"width {', '.join(map(str, widths))}, {loader}")
-        return JobSpec(kind="sweep", runs=runs, label=label, probe_max_batch=self.device_type == "cuda")
+        return JobSpec(kind="sweep", runs=runs, label=label, probe_max_batch=self.device_type == "cuda",
+                       purpose="sweep")
 
     def breakdown(self, precision: str, batch_size: int, steps: int = BREAKDOWN_STEPS) -> JobSpec:
         """The same short run with each loader, timing data waits and compute apart."""
@@ -293,13 +325,13 @@ class Offer:
 
     def tiny_fp16_run(self) -> JobSpec:
         """A few dozen amp-fp16 steps with the default scaler: small enough for a CPU."""
-        return JobSpec(kind="run", runs=[self._tiny_fp16(1024, 32)], label=TINY_FP16_LABEL)
+        return JobSpec(kind="run", runs=[self._tiny_fp16(1024, 32)], label=TINY_FP16_LABEL, purpose="tiny-fp16")
 
     def scaler_ablation(self) -> JobSpec:
         """32 steps of 8 images: the scaler starts far too high and probes upward every few steps."""
         run = self._tiny_fp16(256, 8, loss_scale_init=2.0**ABLATION_INIT_EXPONENT,
                               loss_scale_growth_interval=ABLATION_GROWTH_INTERVAL)
-        return JobSpec(kind="run", runs=[run], label=ABLATION_LABEL)
+        return JobSpec(kind="run", runs=[run], label=ABLATION_LABEL, purpose="ablation")
 
     def _tiny_fp16(self, images: int, batch_size: int, **scaler) -> RunConfig:
         subset = min(images, self.settings.max_subset or images)
@@ -307,21 +339,50 @@ class Offer:
                          data="synthetic", loader="resident", subset=subset, test_subset=64, num_workers=0,
                          log_every=1, warmup_steps=1, **scaler)
 
+    def starting_jobs(self) -> dict[str, JobSpec]:
+        """Each kind of job a page offers, as it starts (the presets, the sweep's and breakdown's defaults): what
+        the console estimates per kind and the planner counts. A kind this server cannot build is left out."""
+        defaults = self.sweep_defaults()
+        builders = {
+            "quick-demo": self.quick_demo,
+            "comparison": lambda: self.comparison(self.start()),
+            "sweep": lambda: self.sweep(self.default_precision(self.sweep_precisions), defaults["batch_sizes"],
+                                        defaults["widths"], defaults["steps"], defaults["loader"]),
+            "breakdown": lambda: self.breakdown("fp32", self.start().batch_size),
+            "tiny-fp16": self.tiny_fp16_run,
+            "ablation": self.scaler_ablation,
+        }
+        jobs = {}
+        for purpose, build in builders.items():
+            try:
+                jobs[purpose] = build()
+            except ConfigError:  # over a limit here (a sweep's images on a strict server): nothing to estimate
+                continue
+        return jobs
+
     # ---- the door ---------------------------------------------------------------------------------------
 
-    def admit(self, spec: JobSpec) -> JobSpec:
-        """The job as this server runs it: its shape checked, the instructor's data folder and this device forced
-        in, every run validated once (its precision's name and this device's support in one check) and held to
-        the limits. ConfigError or UnsupportedModeError, one line, for the first problem."""
+    def admit(self, spec: JobSpec, used: Callable[[str], int] | None = None) -> JobSpec:
+        """The job as this server runs it: its shape checked, its kind allowed (with `used`, how many jobs of a kind
+        the learner has had since the policy began, its per-learner cap held), the instructor's data folder and this
+        device forced in, every run validated once (its precision's name and this device's support in one check)
+        and held to the limits. ConfigError or UnsupportedModeError, one line, for the first problem."""
         if not isinstance(spec, JobSpec):
             raise ConfigError("submit needs a JobSpec")
         spec.check_shape()
+        refusal = self.kind_refusal(spec.purpose, used(spec.purpose) if used is not None else 0)
+        if refusal:
+            raise ConfigError(refusal)
         runs = [replace(run, data_root=self.settings.data_root, device=self.device_type) for run in spec.runs]
         refused = self.support.refused if self.support is not None else None
         for run in runs:
             run.validate(refused)
             self.check_limits(run)
-        return JobSpec(spec.kind, runs, spec.label.strip(), bool(spec.probe_max_batch))
+        return JobSpec(spec.kind, runs, spec.label.strip(), bool(spec.probe_max_batch), spec.purpose)
+
+    def kind_refusal(self, purpose: str, used: int) -> str | None:
+        """Why a learner who has had `used` jobs of this kind may not queue another here (None: they may)."""
+        return self.kinds.refusal(purpose, used)
 
     def check_limits(self, run: RunConfig) -> None:
         """ConfigError (one line) when `run` asks for more than the instructor allows or this device can take."""

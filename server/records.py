@@ -21,6 +21,19 @@ RUNS_PER_KIND = {
     "compare": (2, 2 * MAX_COMPARE_PAIRS), "run": (1, 1), "sweep": (1, MAX_SWEEP_RUNS), "breakdown": (2, 2),
 }  # (fewest, most)
 MAX_LABEL_CHARS = 120
+# What a job is for, as server/offer.py builds it, and how the console names each: the instructor turns each on or
+# off and caps it per learner (server/kinds.py). "run" is a single run submitted outside the pages (a script).
+JOB_PURPOSES = {
+    "quick-demo": "quick demos",
+    "comparison": "comparisons",
+    "sweep": "batch-size sweeps",
+    "breakdown": "time breakdowns",
+    "tiny-fp16": "tiny amp-fp16 runs",
+    "ablation": "scaler ablations",
+    "run": "single runs",
+}
+# A job recorded before purposes existed is what its kind was for.
+PURPOSE_OF_KIND = {"compare": "comparison", "run": "run", "sweep": "sweep", "breakdown": "breakdown"}
 
 
 @dataclass
@@ -31,6 +44,11 @@ class JobSpec:
     runs: list[RunConfig]  # executed in order, each in its own subprocess; a compare's alternate A B A B ...
     label: str = ""
     probe_max_batch: bool = False  # sweep on CUDA: also search the largest batch per precision
+    purpose: str = ""  # one of JOB_PURPOSES; empty: what its kind is for
+
+    def __post_init__(self) -> None:
+        if not self.purpose:
+            self.purpose = PURPOSE_OF_KIND.get(self.kind, self.kind)
 
     def check_shape(self) -> "JobSpec":
         """Raise ConfigError with one clear line for the first problem of the job as a whole (its kind, its runs'
@@ -50,6 +68,8 @@ class JobSpec:
             _check_alternating(self.runs)
         if not isinstance(self.label, str) or len(self.label) > MAX_LABEL_CHARS:
             raise ConfigError(f"a job label must be text of at most {MAX_LABEL_CHARS} characters")
+        if self.purpose not in JOB_PURPOSES:
+            raise ConfigError(f"unknown job purpose {self.purpose!r}: choose one of {', '.join(JOB_PURPOSES)}")
         return self
 
     @property
@@ -63,6 +83,7 @@ class JobSpec:
             "runs": [run.to_dict() for run in self.runs],
             "label": self.label,
             "probe_max_batch": self.probe_max_batch,
+            "purpose": self.purpose,
         }
 
     @classmethod
@@ -72,6 +93,7 @@ class JobSpec:
             runs=[RunConfig.from_dict(run, stored=True) for run in data.get("runs", [])],
             label=data.get("label", ""),
             probe_max_batch=bool(data.get("probe_max_batch", False)),
+            purpose=data.get("purpose", ""),
         )
 
 
@@ -117,6 +139,7 @@ class JobView:
     extras: dict  # e.g. {"max_batch": {...}} for sweeps, "run_wall_s", "device_type"
     estimated_total_s: float | None = None  # whole job, estimated when it was submitted
     cancel_requested: bool = False
+    remaining_s: float | None = None  # a running job: roughly how long until it ends (live only, not stored)
 
     @property
     def finished(self) -> bool:

@@ -43,6 +43,16 @@ SETTINGS_HELP = {
         "AMP_LAB_SILENT_RUN_LIMIT_S",
         "a run that reports no progress for this many seconds is stopped as hung, and its job fails saying so",
     ),
+    "class_mode": (
+        "AMP_LAB_CLASS_MODE",
+        "on: the quick demo once, two comparisons, the tiny fp16 run and the ablation once per learner, sweeps and "
+        "time breakdowns off (safe for 30 on one worker); off: every kind, as often as the queue limits allow; the "
+        "console can change each kind",
+    ),
+    "ask_names": (
+        "AMP_LAB_ASK_NAMES",
+        "on: a learner's first visit asks for their name (for the roster) instead of keeping a generated one",
+    ),
     "presets": ("AMP_LAB_PRESETS", "where every Run page starts, as a link's query: epochs=1&batch_size=128&subset=2048"),
     "instructor_password": (
         "AMP_LAB_INSTRUCTOR_PASSWORD",
@@ -57,6 +67,7 @@ TEXT_SETTINGS = (
     "data_root", "state_dir", "device", "presets", "instructor_password", "instructor_emails", "ray_address"
 )
 OPTIONAL_SETTINGS = ("max_queued_total", "max_subset")  # None = no limit
+BOOL_SETTINGS = ("class_mode", "ask_names")
 SECRET_SETTINGS = ("instructor_password",)  # never shown, only whether they are set
 # Names an earlier version used, still read from a settings file or the environment: old name -> new name.
 RENAMED_SETTINGS = {"max_queued_per_session": "max_queued_per_learner"}
@@ -83,12 +94,17 @@ class Settings:
     # A run reports progress at least every few seconds while it trains or evaluates; loading data (a CIFAR-10
     # download) and one step of amp-fp16 on a CPU are the longest silences, well under this.
     silent_run_limit_s: int = 900
+    class_mode: bool = True  # server/kinds.py: which kinds of job learners may queue, and how many each
+    ask_names: bool = False  # ask each new learner for a name, for the roster
 
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
         _whole("max_batch_size", self.max_batch_size, 1, MAX_BATCH_SIZE)
         _whole("max_queued_per_learner", self.max_queued_per_learner, 1, 1000)
         _whole("silent_run_limit_s", self.silent_run_limit_s, 60, 86_400)
+        for name in BOOL_SETTINGS:
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{_source(name)} must be on or off, got {getattr(self, name)!r}")
         if self.max_queued_total is not None:
             _whole("max_queued_total", self.max_queued_total, 1, 100_000)
         if self.max_subset is not None:
@@ -147,6 +163,8 @@ class Settings:
         value = getattr(self, name)
         if name in SECRET_SETTINGS:
             return "set (hidden)" if value else "not set"
+        if name in BOOL_SETTINGS:
+            return "on" if value else "off"
         return value
 
 
@@ -167,6 +185,12 @@ def _parse_env(name: str, var: str, raw: str):
         return text
     if name in OPTIONAL_SETTINGS and text.lower() in ("", "none"):
         return None
+    if name in BOOL_SETTINGS:
+        if text.lower() in ("on", "true", "yes", "1"):
+            return True
+        if text.lower() in ("off", "false", "no", "0"):
+            return False
+        raise ConfigError(f"{var} must be on or off, got {raw!r}")
     if name == "gpus":
         if text.lower() in ("", "all"):
             return None

@@ -14,6 +14,8 @@ APP = Path(__file__).resolve().parents[1] / "app.py"
 def state_dir(tmp_path, monkeypatch) -> Path:
     """A fresh state folder and an empty data root, so only synthetic data is offered."""
     monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path / "state"))
+    # Open mode: these tests queue every kind of job as often as they need; tests of class mode turn it on.
+    monkeypatch.setenv("AMP_LAB_CLASS_MODE", "off")
     monkeypatch.setenv("AMP_LAB_DATA_ROOT", str(tmp_path / "data"))
     return tmp_path / "state"
 

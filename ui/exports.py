@@ -8,7 +8,10 @@ from datetime import datetime, timezone
 
 import pandas as pd
 
-from lessons.verdicts import ClassRow, class_row
+from lessons.verdicts import ClassRow, class_row, headline
+from server.guesses import Guess
+from server.identity import RosterEntry
+from server.kinds import PAGE_KINDS
 from server.records import JobView
 from trainer.results import RunResult, compare, speedup_interval, split_pairs
 
@@ -106,3 +109,41 @@ def _percent(fraction: float | None) -> float | None:
 
 def _rounded(speedup: float | None) -> float | None:
     return None if speedup is None else round(speedup, 3)
+
+
+def roster_frame(learners: Sequence[RosterEntry], counts: Mapping[str, Mapping[str, int]],
+                 latest: Sequence[JobView], guesses: Mapping[str, Sequence[Guess]]) -> pd.DataFrame:
+    """The instructor's gradeable roster, one learner a row: who they are, their jobs by kind, their latest
+    comparison (settings, speedup with its range over pairs, whether the timing holds, accuracy), and each prediction
+    they locked, the speedup's beside the speedup they measured."""
+    by_learner = {job.learner_id: job for job in latest}
+    questions = list(dict.fromkeys(guess.question_key for own in guesses.values() for guess in own))
+    rows = []
+    for learner in learners:
+        job = by_learner.get(learner.id)
+        found = headline(job.results) if job is not None else None
+        row = {"learner": learner.display_name, "sign-in": learner.sign_in or "",
+               "first seen (UTC)": _utc(learner.created_at)}
+        row.update({name: counts.get(learner.id, {}).get(purpose, 0) for purpose, name in PAGE_KINDS.items()})
+        row.update({
+            "latest comparison": job.label if job is not None else "",
+            "speedup (x)": _rounded(found.speedup) if found else None,
+            "lowest speedup (x)": _rounded(found.interval.low) if found else None,
+            "highest speedup (x)": _rounded(found.interval.high) if found else None,
+            "pairs": found.interval.pairs if found else None,
+            "timing": found.timing if found else "",
+            "baseline accuracy (%)": _percent(found.baseline.test_accuracy) if found else None,
+            "compared accuracy (%)": _percent(found.candidate.test_accuracy) if found else None,
+        })
+        own = {guess.question_key: guess for guess in guesses.get(learner.id, [])}
+        for key in questions:
+            guess = own.get(key)
+            row[f"guess: {key}"] = ("" if guess is None else "skipped" if guess.value is None
+                                    else round(guess.value, 3))
+        row["job"] = job.id if job is not None else ""
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _utc(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M")

@@ -12,6 +12,14 @@ from server.choices import Choice, accepts, refusal
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
 
 
+def start_from(choices: Sequence[Choice], values: dict) -> None:
+    """Where a fresh session's widgets start (after a reload: the learner's latest settings), for each choice not
+    set yet and whose value is still offered; a link's values, applied after, win over these."""
+    for choice in choices:
+        if choice.key not in st.session_state and choice.param in values and accepts(choice, values[choice.param]):
+            st.session_state[choice.key] = values[choice.param]
+
+
 def checked_state(choice: Choice) -> object:
     """Keep a bad value set through session state away from the widget: say so, and put the default back.
 

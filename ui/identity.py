@@ -12,6 +12,7 @@ from streamlit.auth_util import is_authlib_installed, validate_auth_credentials
 from streamlit.errors import StreamlitAuthError, StreamlitSecretNotFoundError
 
 from server.identity import Learner, LearnerStore
+from server.instructor import PASS_HOURS
 from trainer.errors import ConfigError
 from ui import server_bundle
 
@@ -22,6 +23,8 @@ LEARNER_KEY = "amp_lab_learner"
 SUBJECT_KEY = "amp_lab_subject"  # whose sign-in the cached learner is
 AUTH_REQUIREMENTS = "requirements-auth.txt"
 INSTRUCTOR_KEY = "amp_lab_instructor"  # set in this browser session by a right instructor password
+INSTRUCTOR_COOKIE = "amp_lab_instructor"  # the instructor's signed pass (server/instructor.InstructorPass)
+PASS_KEY = "amp_lab_instructor_pass"  # the pass to write into the cookie; "" to clear it
 
 
 def sign_in_configured() -> bool:
@@ -64,11 +67,27 @@ def learner_id() -> str:
 
 
 def is_instructor() -> bool:
-    """Signed in with the instructor's password in this session, or signed in with an allowed email."""
+    """Signed in with the instructor's password in this browser (this session, or a pass in its cookie that has not
+    expired: a reload keeps the console), or signed in with an allowed email."""
     if st.session_state.get(INSTRUCTOR_KEY):
+        return True
+    if server_bundle.password_gate().enabled and server_bundle.instructor_pass().holds(
+            st.context.cookies.get(INSTRUCTOR_COOKIE)) and st.session_state.get(PASS_KEY) != "":
+        st.session_state[INSTRUCTOR_KEY] = True
         return True
     email = signed_in_email()
     return email is not None and email.lower() in server_bundle.settings().instructor_email_set
+
+
+def sign_in_as_instructor() -> None:
+    """The password was right: this session is the instructor's, and the browser keeps a signed pass for a reload."""
+    st.session_state[INSTRUCTOR_KEY] = True
+    st.session_state[PASS_KEY] = server_bundle.instructor_pass().issue()
+
+
+def sign_out_as_instructor() -> None:
+    st.session_state[INSTRUCTOR_KEY] = False
+    st.session_state[PASS_KEY] = ""  # the cookie is cleared on the next run
 
 
 def current_learner(store: LearnerStore) -> Learner:
@@ -135,19 +154,25 @@ def _signed_in(store: LearnerStore) -> Learner:
     learner = st.session_state.get(LEARNER_KEY)
     if learner is not None and st.session_state.get(SUBJECT_KEY) == subject:
         return learner  # every rerun and fragment tick asks: one write to the history file per session is enough
-    learner = store.signed_in(subject, st.user.get("name") or st.user.get("email") or "")
+    learner = store.signed_in(subject, st.user.get("name") or st.user.get("email") or "", st.user.get("email"))
     st.session_state[LEARNER_KEY], st.session_state[SUBJECT_KEY] = learner, subject
     return learner
 
 
 def keep_in_browser() -> None:
     """Store this learner's token in the browser's cookie (also when it came from a link, so that later visits need
-    no link). Called on every full run of the app, in the same place: an element drawn on the first run only would
-    shift every element after it on the next run, and Streamlit then draws the page's widgets anew (an open list
-    closes under the learner's click)."""
-    token = private_link_token()
-    if token is None:  # a signed-in learner: Streamlit's own cookie carries the sign-in
-        return
+    no link), and the instructor's pass after a sign-in (or clear it after a sign-out). Called on every full run of
+    the app, in the same place, drawing one element each time: an element drawn on some runs only would shift every
+    element after it, and Streamlit then draws the page's widgets anew (an open list closes under the learner's
+    click)."""
     # Streamlit has no API to set a cookie; a line of JavaScript does it, for this site's path only.
-    cookie = f"{COOKIE}={token}; path=/; max-age={COOKIE_MAX_AGE_S}; SameSite=Strict"
-    st.html(f"<script>document.cookie = {json.dumps(cookie)};</script>", unsafe_allow_javascript=True)
+    cookies = []
+    token = private_link_token()
+    if token is not None:  # None: a signed-in learner, whose sign-in Streamlit's own cookie carries
+        cookies.append(f"{COOKIE}={token}; path=/; max-age={COOKIE_MAX_AGE_S}; SameSite=Strict")
+    instructor_pass = st.session_state.get(PASS_KEY)
+    if instructor_pass is not None:
+        age = int(PASS_HOURS * 3600) if instructor_pass else 0  # 0: the browser forgets it now
+        cookies.append(f"{INSTRUCTOR_COOKIE}={instructor_pass}; path=/; max-age={age}; SameSite=Strict")
+    script = "".join(f"document.cookie = {json.dumps(cookie)};" for cookie in cookies)
+    st.html(f"<script>{script}</script>", unsafe_allow_javascript=True)

@@ -3,6 +3,8 @@ this learner's jobs before the rest of the server's history."""
 
 from __future__ import annotations
 
+import time
+
 import streamlit as st
 
 from lessons.verdicts import headline
@@ -14,7 +16,7 @@ from trainer.config import PRECISIONS
 from trainer.errors import TrainerError
 from ui import server_bundle
 from ui.identity import learner_id
-from ui.widgets import run_names, run_progress_text, waiting_line
+from ui.widgets import about, run_names, run_progress_text, waiting_line
 
 FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
 
@@ -39,12 +41,49 @@ def estimate(spec: JobSpec) -> float | None:
     return estimate_job_seconds(spec, manager.store, manager.device_type)
 
 
+def latest_comparison(mine: list[JobView]) -> JobView | None:
+    """This learner's comparison that waits or runs, else their latest one (the Run page starts from its settings
+    after a reload); None before any."""
+    comparisons = [job for job in mine if job.spec.purpose == "comparison" and len(job.spec.runs) >= 2]
+    active = [job for job in comparisons if not job.finished]
+    return (active or comparisons or [None])[-1]
+
+
+def recently_ended(mine: list[JobView], within_s: float = 900.0) -> list[JobView]:
+    """This learner's jobs that ended in the last `within_s` seconds, newest first: a cancelled job stays on the Run
+    page with its reason rather than vanishing."""
+    now = time.time()
+    ended = [job for job in mine if job.finished and job.finished_at and now - job.finished_at <= within_s]
+    return sorted(ended, key=lambda job: job.finished_at, reverse=True)
+
+
 def latest_speedup(mine: list[JobView]) -> float | None:
     """The speedup (over repeated pairs their median, as on Results) of the latest of `mine`'s finished
     comparisons; None before one has finished."""
     for job in reversed(mine):
         if job.kind == "compare" and job.status == "done" and (found := headline(job.results)) is not None:
             return found.speedup
+    return None
+
+
+def refusal(spec: JobSpec) -> str | None:
+    """Why this learner may not queue `spec` now: a kind of job the instructor turned off, or its per-learner cap
+    used up (server/kinds.py); None when they may."""
+    offer = server_bundle.offer()
+    used = server_bundle.history().count_jobs(learner_id(), spec.purpose, offer.kinds.since)
+    return offer.kind_refusal(spec.purpose, used)
+
+
+def queue_button(label: str, spec: JobSpec, remember_as: str | None = None, *, primary: bool = False) -> str | None:
+    """A button that queues `spec` for this learner, with how long it should take on this server once it starts,
+    or, disabled, the one line that says why this learner may not queue it now. The new job's id when pressed."""
+    refused = refusal(spec)
+    if refused:
+        st.caption(refused[:1].upper() + refused[1:] + ".")
+    else:
+        st.caption(f"On this server it should take {about(estimate(spec))} once it starts.")
+    if st.button(label, type="primary" if primary else "secondary", disabled=bool(refused)):
+        return submit(spec, remember_as)
     return None
 
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui import server_bundle
+from ui.identity import learner_id
+
 SKIPPED = "skipped"
 
 
@@ -24,16 +27,16 @@ def predict_then_check(key: str, question: str, *, low: float, high: float, defa
     state = f"predict-{key}"
     with st.container(border=True):
         st.markdown(f"**Predict, then check.** {question}")
-        guess = st.session_state.get(state)
+        guess = locked(key)
         if guess is None:
             chosen = st.slider("Your guess", min_value=low, max_value=high, value=default, step=step, format=fmt,
                                key=f"{state}-slider")
             lock, skip = st.columns([1, 3])
             if lock.button("Lock in my guess", key=f"{state}-lock"):
-                st.session_state[state] = chosen
+                _lock(key, question, chosen)
                 st.rerun()
             if skip.button("Just show me", key=f"{state}-skip", type="tertiary"):
-                st.session_state[state] = SKIPPED
+                _lock(key, question, None)
                 st.rerun()
             return False
         if guess == SKIPPED:
@@ -44,6 +47,22 @@ def predict_then_check(key: str, question: str, *, low: float, high: float, defa
             st.markdown(f"Your guess: **{fmt % guess}** · measured: **{fmt % answer}** "
                         f"({closeness(guess, answer, high - low)}).")
         if st.button("Guess again", key=f"{state}-again"):
-            del st.session_state[state]
+            server_bundle.guesses().forget(learner_id(), key)
+            st.session_state.pop(state, None)
             st.rerun()
         return True
+
+
+def locked(key: str) -> float | str | None:
+    """This learner's locked guess for question `key` (SKIPPED if they asked to see the answer), None before one:
+    from the server, so a reload, a second tab or the next day shows it too."""
+    state = f"predict-{key}"
+    if state not in st.session_state:
+        guess = server_bundle.guesses().get(learner_id(), key)
+        st.session_state[state] = None if guess is None else SKIPPED if guess.value is None else guess.value
+    return st.session_state[state]
+
+
+def _lock(key: str, question: str, value: float | None) -> None:
+    server_bundle.guesses().lock(learner_id(), key, question, value)
+    st.session_state[f"predict-{key}"] = SKIPPED if value is None else value

@@ -11,10 +11,13 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from server.class_message import ClassMessageStore
+from server.guesses import GuessStore
 from server.history import HistoryStore
 from server.identity import LearnerStore
-from server.instructor import PasswordGate
+from server.instructor import InstructorPass, PasswordGate
 from server.jobs import JobManager
+from server.kinds import KindPolicy, KindStore
 from server.offer import Offer
 from server.presets import PresetStore, parse_presets
 from server.settings import Settings
@@ -58,6 +61,26 @@ def _presets_for(environment: Environment) -> PresetStore:
 
 
 @st.cache_resource(show_spinner=False)
+def _kinds_for(environment: Environment) -> KindStore:
+    return KindStore(_job_manager_for(environment).store)
+
+
+@st.cache_resource(show_spinner=False)
+def _messages_for(environment: Environment) -> ClassMessageStore:
+    return ClassMessageStore(_job_manager_for(environment).store)
+
+
+@st.cache_resource(show_spinner=False)
+def _pass_for(environment: Environment) -> InstructorPass:
+    return InstructorPass(_job_manager_for(environment).store)
+
+
+@st.cache_resource(show_spinner=False)
+def _guesses_for(environment: Environment) -> GuessStore:
+    return GuessStore(_job_manager_for(environment).store)
+
+
+@st.cache_resource(show_spinner=False)
 def _gate_for(environment: Environment) -> PasswordGate:
     return PasswordGate(_settings_for(environment).instructor_password)
 
@@ -85,11 +108,19 @@ def _presets_of(environment: Environment) -> dict[str, str]:
     return from_console if from_console is not None else parse_presets(_settings_for(environment).presets)
 
 
+def _kinds_of(environment: Environment) -> KindPolicy:
+    """The console's policy if the instructor set one, else the settings' mode, its caps counted from the start."""
+    manager = _job_manager_for(environment)
+    from_console = _kinds_for(environment).get()
+    return from_console or KindPolicy.for_mode(_settings_for(environment).class_mode, manager.started_at)
+
+
 def _offer_for(environment: Environment) -> Offer:
-    """The offer as it stands now (the presets may have changed since the last page run); cheap to build."""
+    """The offer as it stands now (the presets or the kinds may have changed since the last page run); cheap."""
     report = _hardware_of(_job_manager_for(environment))
     return Offer(_settings_for(environment), mode_support(report.facts), device_type=report.device_type,
-                 recommended=report.recommended_amp, presets=_presets_of(environment))
+                 recommended=report.recommended_amp, presets=_presets_of(environment),
+                 kinds=_kinds_of(environment))
 
 
 def _child_env_of(manager: JobManager) -> dict[str, str]:
@@ -133,6 +164,26 @@ def preset_store() -> PresetStore:
 def presets() -> dict[str, str]:
     """Where every Run page starts: the console's presets if the instructor set some, else the settings'."""
     return _or_stop(lambda: _presets_of(_settings_environment()))
+
+
+def kind_store() -> KindStore:
+    """The console's policy of which kinds of job learners may queue."""
+    return _or_stop(lambda: _kinds_for(_settings_environment()))
+
+
+def class_messages() -> ClassMessageStore:
+    """The instructor's message to the whole class, shown above every page."""
+    return _or_stop(lambda: _messages_for(_settings_environment()))
+
+
+def instructor_pass() -> InstructorPass:
+    """Signs and checks the instructor's pass, which a reload of the console keeps."""
+    return _or_stop(lambda: _pass_for(_settings_environment()))
+
+
+def guesses() -> GuessStore:
+    """Every learner's locked predictions."""
+    return _or_stop(lambda: _guesses_for(_settings_environment()))
 
 
 def password_gate() -> PasswordGate:

@@ -10,7 +10,6 @@ import streamlit as st
 from server.identity import MAX_NAME_CHARS
 from ui import server_bundle
 from ui.identity import (
-    INSTRUCTOR_KEY,
     LINK_PARAM,
     is_instructor,
     keep_in_browser,
@@ -18,10 +17,13 @@ from ui.identity import (
     learner_id,
     private_link_token,
     rename,
+    sign_in_as_instructor,
+    sign_out_as_instructor,
     signed_in_with_provider,
 )
 
 CANCEL_PARAM = "cancel"  # ?cancel=<job id> on any page
+OPEN_CONSOLE_KEY = "amp_lab_open_console"  # set by a sign-in: app.py opens the console on the next run
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the job manager's ids are 32 hex digits; never echo anything else
 
 
@@ -29,14 +31,12 @@ def learner_panel() -> None:
     """In the sidebar: who this learner is, a way to change the name, their private bookmark link, and the
     instructor's sign-in; above the page, the answer to a cancel link."""
     me = learner()
+    instructor = is_instructor()
     with st.sidebar:
-        st.caption(f"You are **{me.display_name}**" + (" · instructor" if is_instructor() else ""))
+        st.caption(f"You are **{me.display_name}**" + (" · instructor" if instructor else ""))
         if signed_in_with_provider():
             # Name and identity are the provider's: nothing to change here, and no bookmark token to show.
             st.button("Sign out", on_click=st.logout, key="sign_out")
-            if server_bundle.password_gate().enabled and not is_instructor():
-                with st.popover("Instructor"):
-                    _instructor_sign_in()
         else:
             with st.popover("Change name or bookmark"):
                 name = st.text_input("Display name", value=me.display_name, max_chars=MAX_NAME_CHARS)
@@ -46,11 +46,34 @@ def learner_panel() -> None:
                 if token:
                     st.caption("Your private link: it opens AMP Lab as you on any browser. Keep it to yourself.")
                     st.code(f"?{LINK_PARAM}={token}", language=None)
-                if server_bundle.password_gate().enabled and not is_instructor():
+        if server_bundle.password_gate().enabled:
+            if instructor:
+                st.button("Leave the instructor console", on_click=sign_out_as_instructor, key="instructor_sign_out")
+            else:
+                with st.popover("Instructor"):
                     _instructor_sign_in()
-            keep_in_browser()
+        keep_in_browser()
     with st.container():  # always drawn, so that a cancel link's one line shifts none of the page's elements
+        class_message()
         cancel_from_link()
+        if not me.named and server_bundle.settings().ask_names:
+            ask_for_a_name(me)
+
+
+def ask_for_a_name(me) -> None:
+    """The instructor asked for names: a new learner gives theirs before the roster lists them by a generated one."""
+    with st.form("ask-name"):
+        name = st.text_input("Your instructor asks for your name (shown to the class beside your results)",
+                             max_chars=MAX_NAME_CHARS, placeholder=me.display_name)
+        if st.form_submit_button("Save my name") and rename(server_bundle.learners(), me, name):
+            st.rerun()
+
+
+def class_message() -> None:
+    """The instructor's message to the class, above the page, while it is set."""
+    message = server_bundle.class_messages().get()
+    if message is not None:
+        st.info(f"**From the instructor:** {message.text}", icon="📣")
 
 
 def cancel_from_link() -> None:
@@ -84,8 +107,10 @@ def cancel_from_link() -> None:
 def _instructor_sign_in() -> None:
     password = st.text_input("Instructor password", type="password", key="instructor_password")
     if st.button("Open the instructor console"):
-        ok, message = server_bundle.password_gate().check(password)
+        # Wrong tries slow down this address (or, without one, this browser's learner), never the whole server.
+        ok, message = server_bundle.password_gate().check(password, st.context.ip_address or learner_id())
         if ok:
-            st.session_state[INSTRUCTOR_KEY] = True
+            sign_in_as_instructor()
+            st.session_state[OPEN_CONSOLE_KEY] = True
             st.rerun()
         st.error(message[:1].upper() + message[1:] + ".")

@@ -101,6 +101,8 @@ def run_modes(spec: JobSpec) -> dict[str, str]:
 def job_panel(job: JobView, session: str, manager) -> None:
     """A job of this session: its place in the queue, or a progress bar and live loss per run, or its end."""
     st.markdown(f"**{job.label or job.kind}**")
+    if job.extras.get("notice") and not job.finished:
+        st.info(job.extras["notice"])
     if job.status == "queued":
         st.info(
             waiting_line(job.queue_position, job.estimated_wait_s, len(manager.slots), manager.paused)
@@ -188,18 +190,20 @@ def settings_rows(settings: Settings) -> list[dict]:
             for name, var, value, meaning in settings.describe()]
 
 
-def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float | None) -> str:
+def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float | None, paused: bool = False) -> str:
     """The instructor's live queue in one line: the server's workers (one per device, `slots`) and the jobs running
-    on them now, the jobs waiting (`views`, the job manager's queue), and when a job submitted now would start."""
+    on them now, the jobs waiting (`views`, the job manager's queue), and when a job submitted now would start (not
+    while the queue is paused: then it waits for the resume)."""
     running = sum(view.status == "running" for view in views)
     waiting = len(views) - running
     if not slots:
         return (f"This server has no worker now: {NO_WORKER} {running} job{'s' if running != 1 else ''} running, "
                 f"{waiting} waiting.")
     workers = ", ".join(slot.label for slot in slots)
+    start = ("the queue is paused, so a job submitted now starts only once you resume it" if paused else
+             f"a job submitted now would start in {about(wait_s)}")
     return (f"This server has {len(slots)} worker{'s' if len(slots) != 1 else ''} ({workers}): "
-            f"{running} job{'s' if running != 1 else ''} running now, {waiting} waiting; a job submitted now would "
-            f"start in {about(wait_s)}.")
+            f"{running} job{'s' if running != 1 else ''} running now, {waiting} waiting; {start}.")
 
 
 def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_reference: bool = False) -> None:

@@ -35,12 +35,12 @@ def display_name(page) -> str:
 
 
 def sign_in(page, password: str, succeeds: bool = True) -> None:
-    """The sidebar's instructor sign-in, inside the "Change name or bookmark" popover. A right password is waited
-    for until the sidebar says so: the rerun it starts may not have begun when the click returns, and reading the
-    navigation before it found no console now and then on a busy machine."""
+    """The sidebar's visible "Instructor" entry. A right password is waited for until the sidebar says so: the rerun
+    it starts may not have begun when the click returns, and reading the navigation before it found no console now
+    and then on a busy machine."""
     password_box = page.get_by_label("Instructor password")
     if not password_box.is_visible():
-        sidebar(page).get_by_text("Change name or bookmark").click()
+        sidebar(page).get_by_text("Instructor", exact=True).click()
     password_box.fill(password)
     page.get_by_role("button", name="Open the instructor console").click()
     if succeeds:
@@ -101,15 +101,26 @@ def test_a_learner_cannot_cancel_anothers_job_and_the_instructor_runs_the_room(
         assert teacher.get_by_text("Wrong password.", exact=True).count() == 1
         assert "Instructor console" not in navigation(teacher)
         sign_in(teacher, PASSWORD)
+        heading(teacher, "Instructor console").wait_for()  # a sign-in lands on the console
+        assert "Instructor console" in navigation(teacher)
+        wait_until_idle(teacher)
+        assert_no_exception(teacher)
+        teacher.reload()  # the projector's tab reloaded: the console stays (a signed pass in the cookie)
+        wait_until_idle(teacher)
+        expect(sidebar(teacher).get_by_text("· instructor")).to_be_visible()
         assert "Instructor console" in navigation(teacher)
         click_nav(teacher, "Instructor console", "instructor")
         heading(teacher, "Instructor console").wait_for()
+        teacher.get_by_label("Shown above every learner's page until you clear it").fill("Back in 5 minutes")
+        teacher.get_by_role("button", name="Show to the class").click()
         wait_until_idle(teacher)
-        assert_no_exception(teacher)
 
         for learner in (ada, bob):
             open_experiment(learner, url)
+            expect(learner.get_by_text("From the instructor: Back in 5 minutes")).to_be_visible()
             choose_tiny_comparison(learner)
+        ada.get_by_role("button", name="Lock in my guess").click()  # a prediction for the roster
+        expect(ada.get_by_text("Your guess: 1.50x")).to_be_visible()
         a_name, b_name = display_name(ada), display_name(bob)
         assert a_name != b_name
         run_tiny(ada, store, a_name)
@@ -136,16 +147,21 @@ def test_a_learner_cannot_cancel_anothers_job_and_the_instructor_runs_the_room(
         expect(ada.get_by_text("This job was cancelled")).to_have_count(0)
         screenshot(bob, "-refused")
 
-        # The instructor cancels the second learner's spare job.
+        # The instructor cancels the second learner's spare job, with a reason the learner reads where it was.
+        teacher.get_by_label("Reason for a cancel (its learner reads it where the job was)").fill("one is enough today")
+        teacher.keyboard.press("Enter")
+        wait_until_idle(teacher)
         queue_entries(teacher, b_name).last.get_by_role("button", name="Cancel").click()
         wait_until(lambda: store.get_job(b_second.id).status == "cancelled", "the instructor's cancel", 60)
-        assert store.get_job(b_second.id).error.startswith("cancelled by the instructor")
+        assert store.get_job(b_second.id).error == "cancelled by the instructor (one is enough today) before it started"
+        expect(bob.get_by_text("cancelled by the instructor (one is enough today)", exact=False).first).to_be_visible(
+            timeout=30_000)
 
         # Both learners' comparisons finish; the class's CSV holds a row for each.
         ada.get_by_text(DONE).wait_for(timeout=SYNTHETIC_RUN_TIMEOUT_MS)
         wait_until(lambda: store.get_job(b_first.id).status == "done", "the second learner's comparison")
         assert store.get_job(a_job.id).status == "done"
-        click_nav(teacher, "History", "history")  # not a reload: the password sign-in lasts for this session only
+        click_nav(teacher, "History", "history")
         click_nav(teacher, "Instructor console", "instructor")
         wait_until_idle(teacher)
         assert_no_exception(teacher)
@@ -156,3 +172,11 @@ def test_a_learner_cannot_cancel_anothers_job_and_the_instructor_runs_the_room(
             rows = list(csv.DictReader(handle))
         assert sorted(row["learner"] for row in rows) == sorted([a_name, b_name])
         assert {row["job"] for row in rows} == {a_job.id, b_first.id}
+        with teacher.expect_download() as download:
+            teacher.get_by_role("button", name="The roster (CSV)").click()
+        with open(download.value.path(), newline="") as handle:
+            roster = {row["learner"]: row for row in csv.DictReader(handle)}
+        assert {a_name, b_name} <= set(roster)
+        assert roster[a_name]["latest comparison"].startswith("fp32 vs") and roster[a_name]["timing"]
+        assert float(roster[a_name]["guess: run-speedup"]) == 1.5 and float(roster[a_name]["speedup (x)"]) > 0
+        assert roster[b_name]["comparisons"] == "1"  # the cancelled one does not count

@@ -9,6 +9,7 @@ from .test_app_browser import (
     choose_tiny_comparison,
     open_experiment,
     progress_values,
+    slider_value,
     wait_for_done,
     wait_until_idle,
 )
@@ -31,6 +32,8 @@ def test_a_reload_and_a_second_tab_are_the_same_learner_with_the_same_job(new_pa
         open_experiment(page, url)
         me = who(page)
         choose_tiny_comparison(page)
+        page.get_by_role("button", name="Lock in my guess").click()  # the default guess, 1.50x
+        expect(page.get_by_text("Your guess: 1.50x")).to_be_visible()
         page.get_by_role("button", name="Run", exact=True).click()
         page.locator('[data-testid="stProgress"]').first.wait_for()
 
@@ -40,6 +43,11 @@ def test_a_reload_and_a_second_tab_are_the_same_learner_with_the_same_job(new_pa
         expect(page.get_by_text(TINY_RUN_LABEL, exact=False).first).to_be_visible()
         page.locator('[data-testid="stProgress"]').first.wait_for()  # the job's panel, drawn by its fragment
         assert progress_values(page), "no progress shown for the job after the reload"
+        # The Run page starts from the job's settings, not the lab's 75-minute ones, and the guess stays locked.
+        assert (slider_value(page, "Epochs"), slider_value(page, "Training images")) == ("1", "256")
+        assert slider_value(page, "Batch size") == "64"
+        expect(page.get_by_text("Your guess: 1.50x")).to_be_visible()
+        assert not page.get_by_text("ahead of yours").count()  # the learner's own job is never counted
 
         second_tab = page.context.new_page()
         open_run_page_directly(second_tab, url)
@@ -54,6 +62,7 @@ def test_a_reload_and_a_second_tab_are_the_same_learner_with_the_same_job(new_pa
         assert who(other) != me
         expect(other.get_by_text("Nothing yet")).to_be_visible()
         assert not other.get_by_role("button", name="Cancel").count()
+        expect(other.get_by_text("Your guess:")).to_have_count(0)  # a guess is the learner's own
 
         wait_for_done(page)
         page.goto(f"{url}/results")

@@ -10,7 +10,7 @@ from trainer.isolated import RunOutcome
 from trainer.loop import run_training
 from trainer.results import RunResult
 
-CPU_OFFER = Offer.for_device(Settings(), "cpu")
+CPU_OFFER = Offer.for_device(Settings(class_mode=False), "cpu")
 
 
 def result(precision, batch, images_per_s, width=1, memory=1000):

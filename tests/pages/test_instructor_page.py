@@ -55,10 +55,11 @@ def test_the_instructor_sees_every_job_cancels_one_and_downloads_the_class(app, 
     open_page(app, "instructor")
     text = " ".join(texts(app.markdown))
     assert "**Grace** · Grace's waiting run · waiting, position 1" in text
-    assert any(c.startswith("This server has 1 worker (cpu): 0 jobs running now, 1 waiting; a job submitted now")
+    assert any(c.startswith("This server has 1 worker (cpu): 0 jobs running now, 1 waiting; the queue is paused, so a "
+                            "job submitted now starts only once you resume it")
                for c in texts(app.caption))
     assert app.dataframe[0].value["learner"].tolist() == ["Grace"]
-    assert [d.label for d in app.get("download_button")] == ["The class's results (CSV)"]
+    assert [d.label for d in app.get("download_button")] == ["The class's results (CSV)", "The roster (CSV)"]
     limits = app.table[0].value.set_index("setting")["value"]  # today's limits, below the presets
     assert (limits["max_batch_size"], limits["device"], limits["instructor_password"]) == ("4096", "cpu", "set (hidden)")
     assert PASSWORD not in app.table[0].value.to_string()

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from server.history import HistoryError, HistoryStore
+from server.history import SCHEMA_VERSION, HistoryError, HistoryStore
 from server.records import JobSpec, JobView
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
@@ -126,16 +126,11 @@ def test_list_runs_returns_successful_runs_across_jobs(store):
     assert len(timings) == 2 and timings[0].wall_s == 5.0 and timings[0].train_images == 256
 
 
-def test_mark_interrupted_fails_unfinished_jobs_only(store):
-    store.save_job(make_job("1" * 32, status="done"))
-    store.save_job(make_job("2" * 32, status="running"))
-    store.save_job(make_job("3" * 32, status="queued"))
-    assert store.mark_interrupted() == 2
-    assert store.get_job("1" * 32).status == "done"
-    for job_id in ("2" * 32, "3" * 32):
-        job = store.get_job(job_id)
-        assert job.status == "failed" and "restart" in job.error and job.finished_at is not None
-    assert store.mark_interrupted() == 0
+def test_unfinished_jobs_are_the_waiting_and_running_ones_in_submission_order(store):
+    store.save_job(make_job("1" * 32, status="done", created_at=1.0))
+    store.save_job(make_job("3" * 32, status="queued", created_at=3.0))
+    store.save_job(make_job("2" * 32, status="running", created_at=2.0))
+    assert [(job.id[0], job.status) for job in store.unfinished_jobs()] == [("2", "running"), ("3", "queued")]
 
 
 def test_concurrent_writers_from_threads_lose_nothing(tmp_path):
@@ -215,7 +210,7 @@ def test_a_history_file_of_the_first_schema_is_migrated_in_place_and_keeps_its_j
     with sqlite3.connect(path) as db:
         columns = {row[1] for row in db.execute("PRAGMA table_info(jobs)")}
         indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-        assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
     assert "learner_id" in columns and "session_id" not in columns
     assert "jobs_by_learner" in indexes and "jobs_by_session" not in indexes
     HistoryStore(path)  # opening a migrated file again changes nothing

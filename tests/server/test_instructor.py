@@ -8,7 +8,14 @@ import pytest
 from lessons.verdicts import class_row
 from server.estimate import coarse_run_seconds
 from server.history import HistoryStore
-from server.instructor import FREE_TRIES, PasswordGate, capacity_at, comparisons_per_hour, latest_comparisons
+from server.instructor import (
+    FREE_TRIES,
+    InstructorPass,
+    PasswordGate,
+    capacity_at,
+    comparisons_per_hour,
+    latest_comparisons,
+)
 from server.records import JobSpec
 from tests.server.test_history import make_job
 from trainer.config import RunConfig
@@ -121,3 +128,27 @@ def test_one_pair_has_no_range_in_the_class_table(store):
     store.save_job(make_job("p" * 32, learner_id="bob"))
     (row,) = class_results(store, {"bob": "Bob"})
     assert row.pairs == 1 and row.speedup_low is None and row.speedup_high is None
+
+
+def test_wrong_tries_slow_down_only_the_browser_or_address_they_come_from():
+    clock = FakeClock()
+    gate = PasswordGate("correct horse battery", clock=lambda: clock.now)
+    for _ in range(FREE_TRIES + 1):
+        gate.check("guess", who="10.0.0.7")
+    assert gate.check("correct horse battery", who="10.0.0.7")[1].startswith("too many wrong tries: wait")
+    assert gate.check("correct horse battery", who="10.0.0.1") == (True, "")  # the instructor is not held back
+
+
+def test_the_instructors_pass_is_signed_expires_and_cannot_be_forged(store):
+    clock = FakeClock()
+    signer = InstructorPass(store, clock=lambda: clock.now)
+    token = signer.issue(hours=1)
+    assert signer.holds(token)
+    assert InstructorPass(store, clock=lambda: clock.now).holds(token)  # a restarted server keeps its secret
+    expiry, signature = token.split(".")
+    assert not signer.holds(f"{int(expiry) + 3600}.{signature}")  # a later expiry needs the server's secret
+    assert not signer.holds(f"{expiry}.{'0' * 64}") and not signer.holds("") and not signer.holds(None)
+    clock.now += 3601
+    assert not signer.holds(token)
+    other = HistoryStore(store.path.parent / "other.sqlite3")
+    assert not InstructorPass(other, clock=lambda: 0.0).holds(token)  # another server's secret

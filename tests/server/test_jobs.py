@@ -1,3 +1,4 @@
+import json
 import os
 import re
 import signal
@@ -6,6 +7,7 @@ import sys
 import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -107,16 +109,17 @@ def run_spec(seed: int = 0, **overrides) -> JobSpec:
 
 @pytest.fixture
 def settings(tmp_path):
-    return Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_learner=2)
+    return Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_learner=2,
+                    class_mode=False)
 
 
 @pytest.fixture
 def make_manager(settings):
     managers = []
 
-    def make(runner, **kwargs):
+    def make(runner, with_settings=None, **kwargs):
         kwargs.setdefault("device_type", "cpu")
-        manager = JobManager(settings, runner=runner, **kwargs)
+        manager = JobManager(with_settings or settings, runner=runner, **kwargs)
         managers.append(manager)
         return manager
 
@@ -125,7 +128,7 @@ def make_manager(settings):
         manager.shutdown(wait=True, timeout=WAIT_S)
 
 
-def test_jobs_run_one_at_a_time_in_fifo_order_across_sessions(make_manager):
+def test_jobs_run_one_at_a_time_round_robin_across_learners(make_manager):
     runner = FakeRunner()
     manager = make_manager(runner)
     ids = [manager.submit(f"learner-{n % 3}", run_spec(seed=n)) for n in range(6)]
@@ -366,7 +369,7 @@ def test_a_runner_that_raises_fails_only_its_job(make_manager):
     assert manager.get(fine).status == "done" and calls == [1, 2]
 
 
-def test_three_sessions_submitting_at_once_all_finish_in_order(make_manager, settings):
+def test_three_learners_submitting_at_once_all_finish_round_robin(make_manager, settings):
     runner = FakeRunner(gated=True)
     manager = make_manager(runner)
     barrier = threading.Barrier(3)
@@ -386,8 +389,8 @@ def test_three_sessions_submitting_at_once_all_finish_in_order(make_manager, set
     wait_until(lambda: all(manager.get(i).finished for i in ids))
     views = [manager.get(i) for i in ids]
     assert len(set(ids)) == 6 and all(v.status == "done" and len(v.results) == 1 for v in views)
-    by_creation = [v.spec.runs[0].seed for v in sorted(views, key=lambda v: v.created_at)]
-    assert runner.seeds == by_creation  # executed in the order the queue accepted them
+    # Round robin: every learner's first job before any learner's second, each learner's own in their order.
+    assert {seed // 10 for seed in runner.seeds[:3]} == {0, 1, 2} and {seed % 10 for seed in runner.seeds[:3]} == {0}
     for index in range(3):
         own = [seed for seed in runner.seeds if seed // 10 == index]
         assert own == [index * 10, index * 10 + 1]
@@ -395,7 +398,33 @@ def test_three_sessions_submitting_at_once_all_finish_in_order(make_manager, set
     assert len(HistoryStore(settings.history_path).list_jobs()) == 6
 
 
-def test_history_survives_a_restart_and_unfinished_jobs_are_marked(make_manager, settings):
+@pytest.mark.parametrize("running_first", [False, True], ids=["paused", "one-running"])
+def test_a_learners_second_job_waits_behind_everyones_first(make_manager, running_first):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    if not running_first:
+        manager.pause()
+    names = {}
+    for learner in "ABC":
+        for n in (1, 2):
+            names[manager.submit(learner, run_spec(seed=ord(learner) * 10 + n))] = f"{learner}{n}"
+            if running_first and len(names) == 1:
+                wait_until(lambda: runner.calls)  # A1 is running before the others queue
+    order = [names[view.id] for view in manager.queue_views()]
+    assert order == ["A1", "B1", "C1", "A2", "B2", "C2"]
+    positions = {names[view.id]: view.queue_position for view in manager.queue_views() if view.status == "queued"}
+    assert positions == {"B1": 1, "C1": 2, "A2": 3, "B2": 4, "C2": 5} if running_first else positions["A1"] == 1
+    # A newcomer's first job goes before the class's second ones; their line counts only other learners' jobs.
+    assert manager.wait_for_new_job("D")[0] == (3 if running_first else 3)
+    assert manager.wait_for_new_job("A")[0] == (4 if running_first else 4)
+    manager.resume()
+    runner.release.set()
+    wait_until(lambda: len(runner.calls) == 6)
+    ran = {ord(learner) * 10 + n: f"{learner}{n}" for learner in "ABC" for n in (1, 2)}
+    assert [ran[config.seed] for config in runner.calls] == ["A1", "B1", "C1", "A2", "B2", "C2"]
+
+
+def test_history_survives_a_restart_and_a_stranded_job_runs_again(make_manager, settings):
     first = make_manager(FakeRunner())
     done = first.submit("a", compare_spec(1))
     wait_until(lambda: first.get(done).finished)
@@ -406,31 +435,67 @@ def test_history_survives_a_restart_and_unfinished_jobs_are_marked(make_manager,
     stranded = crashed.submit("a", run_spec(2))
     wait_until(lambda: gated.calls)  # its last write before the run ends has happened
 
-    restarted = JobManager(settings, runner=FakeRunner(), device_type="cpu")
+    runner = FakeRunner()
+    restarted = JobManager(settings, runner=runner, device_type="cpu")
     try:
-        assert restarted.interrupted_at_start == 1
+        assert (restarted.requeued_at_start, restarted.interrupted_at_start) == (1, 0)
         old = restarted.get(done)
         assert old.status == "done" and [r.precision for r in old.results] == ["fp32", "amp-bf16"]
-        lost = restarted.get(stranded)
-        assert lost.status == "failed" and "restart" in lost.error
+        wait_until(lambda: restarted.get(stranded).finished)
+        again = restarted.get(stranded)
+        assert again.status == "done" and again.extras["restarts"] == 1
+        assert again.extras["notice"].startswith("The server restarted while this job was running")
+        assert [config.seed for config in runner.calls] == [2]
         assert {v.id for v in restarted.jobs_for_learner("a")} == {done, stranded}
-        assert {r[0] for r in restarted.store.list_runs()} == {done}
     finally:
         restarted.shutdown(wait=True)
+        gated.release.set()
 
 
-def test_shutdown_records_running_and_waiting_jobs_as_interrupted(make_manager):
+def test_shutdown_keeps_waiting_jobs_queued_and_the_running_one_runs_again_first(make_manager, settings):
     runner = FakeRunner(gated=True)
     manager = make_manager(runner)
     running = manager.submit("a", run_spec(1))
-    waiting = manager.submit("b", run_spec(2))
     wait_until(lambda: manager.get(running).status == "running")
+    waiting = [manager.submit("b", run_spec(2)), manager.submit("c", run_spec(3))]
     manager.shutdown(wait=True, timeout=WAIT_S)
-    for job_id in (running, waiting):
-        view = manager.store.get_job(job_id)
-        assert view.status == "failed" and "shut down" in view.error
+    assert manager.store.get_job(running).status == "running"  # the next server takes it up again
+    assert [manager.store.get_job(job_id).status for job_id in waiting] == ["queued", "queued"]
     with pytest.raises(ConfigError, match="shut down"):
-        manager.submit("c", run_spec(3))
+        manager.submit("d", run_spec(4))
+
+    after = FakeRunner(gated=True)
+    restarted = make_manager(after)
+    assert (restarted.requeued_at_start, restarted.interrupted_at_start) == (3, 0)
+    wait_until(lambda: after.calls)
+    assert after.calls[0].seed == 1  # the interrupted job first, then the queue in its order
+    assert [view.queue_position for view in map(restarted.get, waiting)] == [1, 2]
+    after.release.set()
+    wait_until(lambda: all(restarted.get(job_id).finished for job_id in [running, *waiting]))
+    assert [config.seed for config in after.calls] == [1, 2, 3]
+    assert all(restarted.get(job_id).status == "done" for job_id in [running, *waiting])
+
+
+def test_a_job_interrupted_twice_fails_and_one_over_new_limits_fails_saying_why(make_manager, settings, tmp_path):
+    from dataclasses import replace as with_changes
+
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    twice = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(twice).status == "running")
+    too_long = manager.submit("b", run_spec(2, epochs=3))
+    manager.shutdown(wait=True, timeout=WAIT_S)
+    second = make_manager(FakeRunner(gated=True), with_changes(settings, max_epochs=2))
+    assert (second.requeued_at_start, second.interrupted_at_start) == (1, 1)
+    assert second.get(too_long).status == "failed"
+    assert second.get(too_long).error == ("the server restarted with settings that refuse this job: 3 epochs is above "
+                                         "this server's limit of 2 set by the instructor; choose fewer epochs")
+    wait_until(lambda: second.get(twice).status == "running")
+    second.shutdown(wait=True, timeout=WAIT_S)
+    third = make_manager(FakeRunner(), with_changes(settings, max_epochs=2))
+    assert (third.requeued_at_start, third.interrupted_at_start) == (0, 1)
+    assert third.get(twice).status == "failed"
+    assert third.get(twice).error == "interrupted by a second server restart while it ran; submit the job again"
 
 
 def test_submit_refuses_bad_specs_with_one_line(make_manager):
@@ -705,3 +770,69 @@ def test_given_slots_are_fixed_even_with_a_cluster(make_manager):
     manager = make_manager(FakeRunner(), slots=[Slot("ray 0")], cluster_slots=cluster, resize_every_s=0.01)
     time.sleep(0.05)
     assert cluster.asked == 0 and len(manager.slots) == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_server_killed_mid_class_loses_no_job_and_runs_none_twice(tmp_path, stop):
+    """One job running and two waiting when the server process is stopped: after the restart the two waiting jobs
+    run once each, and the running one runs again, once, first."""
+    host = [sys.executable, "-m", "tests.server.restart_host"]
+    root = str(Path(__file__).resolve().parents[2])
+    first = subprocess.Popen([*host, "submit", str(tmp_path)], cwd=root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert first.stdout.readline().strip() == "ready"  # job 1 is running, jobs 2 and 3 wait
+    finally:
+        first.send_signal(stop)
+        first.wait(timeout=30)
+    assert (tmp_path / "calls.txt").read_text().split() == ["1"]
+    (tmp_path / "release").touch()
+    second = subprocess.run([*host, "resume", str(tmp_path)], cwd=root, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 0, second.stderr[-2000:]
+    counts, *jobs = map(json.loads, second.stdout.splitlines())
+    assert counts == {"requeued": 3, "failed": 0}
+    assert jobs == [{"label": "job 1", "status": "done", "restarts": 1},
+                    {"label": "job 2", "status": "done", "restarts": 0},
+                    {"label": "job 3", "status": "done", "restarts": 0}]
+    assert (tmp_path / "calls.txt").read_text().split() == ["1", "1", "2", "3"]  # job 1 again, first; none twice else
+
+
+def test_in_class_mode_the_door_holds_each_kinds_per_learner_cap_and_turns_sweeps_off(make_manager, settings):
+    from dataclasses import replace as with_changes
+
+    from server.offer import Offer
+
+    manager = make_manager(FakeRunner(), with_changes(settings, class_mode=True))
+    offer = Offer.for_device(manager.settings, "cpu")
+    demo = manager.submit("ada", offer.quick_demo())
+    wait_until(lambda: manager.get(demo).finished)
+    with pytest.raises(ConfigError, match="this class allows one of its quick demos per learner, and you have had 1"):
+        manager.submit("ada", offer.quick_demo())
+    manager.submit("bob", offer.quick_demo())  # another learner's own cap
+    with pytest.raises(ConfigError, match="the instructor has turned batch-size sweeps off for this class"):
+        manager.submit("ada", offer.sweep("amp-bf16", [32]))
+    failed = manager.submit("cy", offer.quick_demo())
+    manager.cancel(failed, "cy")
+    manager.submit("cy", offer.quick_demo())  # a cancelled job does not use up the cap
+
+
+def test_a_cancel_by_the_instructor_carries_a_reason_for_its_learner(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    running = manager.submit("a", run_spec(1))
+    wait_until(lambda: manager.get(running).status == "running")
+    waiting = manager.submit("b", run_spec(2))
+    manager.cancel_any(waiting, "  too long for   today:\ntry 1 epoch ")
+    assert manager.get(waiting).error == "cancelled by the instructor (too long for today: try 1 epoch) before it started"
+    manager.cancel_any(running, "x" * 500)
+    wait_until(lambda: manager.get(running).finished)
+    assert manager.get(running).error == f"cancelled by the instructor ({'x' * 200}) while running"
+
+
+def test_a_running_job_says_roughly_when_it_ends(make_manager):
+    runner = FakeRunner(gated=True)
+    manager = make_manager(runner)
+    job = manager.submit("a", compare_spec(1))
+    wait_until(lambda: manager.get(job).progress is not None)
+    assert manager.get(job).remaining_s > 0 and manager.store.get_job(job).remaining_s is None  # live only
+    runner.release.set()

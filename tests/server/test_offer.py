@@ -292,3 +292,28 @@ def test_one_submit_checks_a_runs_precision_three_times_at_most(tmp_path, monkey
     finally:
         manager.shutdown(wait=True, timeout=10)
     assert sorted(checked) == sorted(["fp32"] * 3 + ["amp-bf16"] * 3)
+
+
+def test_the_presets_govern_the_quick_demo_and_the_sweeps_starting_choices():
+    tight = offer(presets={"epochs": "1", "batch_size": "64", "subset": "1024", "precision": "amp-fp16",
+                           "width": "2", "loader": "dataloader"})
+    demo = tight.quick_demo().runs
+    assert (demo[0].batch_size, demo[0].subset, demo[1].precision) == (64, 1024, "amp-fp16")  # never more
+    assert demo[0].loader == "resident" and demo[0].data == "synthetic"  # still quick: data held on the device
+    roomy = offer(presets={"epochs": "5", "batch_size": "1024", "subset": "all"}).quick_demo().runs[0]
+    assert (roomy.epochs, roomy.batch_size, roomy.subset) == (1, 128, 5000)  # larger presets leave it small
+    defaults = tight.sweep_defaults()
+    assert defaults["batch_sizes"] == [64, 256, 1024] and defaults["widths"] == [2]
+    assert defaults["loader"] == "dataloader"
+    assert offer().sweep_defaults() == {"batch_sizes": [64, 256, 1024], "widths": [1], "loader": "resident",
+                                        "steps": 20}
+    assert offer(presets={"batch_size": "128"}).sweep_defaults()["batch_sizes"] == [64, 128, 256]
+
+
+def test_each_kind_of_job_as_it_starts_and_a_comparison_read_back_from_its_job():
+    jobs = offer(max_subset=1000).starting_jobs()
+    assert set(jobs) == {"quick-demo", "comparison", "tiny-fp16", "ablation"}  # the sweep and breakdown go over 1000
+    assert {purpose: spec.purpose for purpose, spec in jobs.items()} == {purpose: purpose for purpose in jobs}
+    asked = request(precision="amp-fp16", epochs=3, batch_size=64, subset=2048, width=2, channels_last=True,
+                    repeats=3)
+    assert ComparisonRequest.from_spec(offer().comparison(asked)) == asked

@@ -128,6 +128,8 @@ def test_describe_lists_every_setting_with_its_variable():
         "instructor_emails",
         "gpus",
         "ray_address",
+        "class_mode",
+        "ask_names",
     }
     assert ("max_epochs", "AMP_LAB_MAX_EPOCHS", 9) == rows[0][:3]
 

@@ -46,9 +46,9 @@ class CountingStore(LearnerStore):
         super().__init__(history)
         self.sign_ins = 0
 
-    def signed_in(self, subject, display_name):
+    def signed_in(self, subject, display_name, sign_in=None):
         self.sign_ins += 1
-        return super().signed_in(subject, display_name)
+        return super().signed_in(subject, display_name, sign_in)
 
 
 def who_script(store, new_name=None):
