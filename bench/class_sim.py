@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             warm_s = args.warm_s if args.backend == "local" and not args.no_prestart else 0.0
             figures = simulate(args.learners, runner, slots, args.backend, state_dir, args.timeout, warm_s, follow)
         if args.backend == "ray":
-            figures["nodes"] = runner.nodes
+            figures["nodes"], figures["nodes_used"] = runner.nodes, len(runner.runs_by_node)
     finally:
         for cleanup in reversed(cleanups):
             cleanup()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import queue
+from collections import Counter
 import threading
 import time
 from pathlib import Path
@@ -44,7 +45,8 @@ def _run_task(config: dict, env: dict):
                 RunConfig.from_dict(config),
                 on_progress=lambda p: events.put(("progress", p.to_dict())),
                 should_cancel=stop.is_set,
-                on_spawn=lambda pid: events.put(("spawn", {"pid": pid, "node": os.uname().nodename})),
+                on_spawn=lambda pid: events.put(("spawn", {"pid": pid, "node": os.uname().nodename,
+                                                           "node_id": ray.get_runtime_context().get_node_id()})),
                 env=env,
             )
         except BaseException as err:  # reported as the run's failure rather than lost with this thread
@@ -73,6 +75,7 @@ class RayRunner:
     node's CPUs each on a CPU cluster (one run per node, so timings stay clean)."""
 
     def __init__(self):
+        self.runs_by_node: Counter[str] = Counter()  # Ray node id -> runs started there (several nodes may share a host)
         nodes = _alive_nodes()
         # Fixed for the server's life: the jobs were checked against it when they were queued.
         self.device_type = "cuda" if any(node.get("GPU") for node in nodes) else "cpu"
@@ -136,8 +139,10 @@ class RayRunner:
                 return RunOutcome(config, "failed", error=_reason(err), error_kind="crashed")
             if kind == "progress" and on_progress is not None:
                 on_progress(Progress.from_dict(payload))
-            elif kind == "spawn" and on_spawn is not None:
-                on_spawn(payload["pid"])
+            elif kind == "spawn":
+                self.runs_by_node[payload.get("node_id", payload["node"])] += 1
+                if on_spawn is not None:
+                    on_spawn(payload["pid"])
             elif kind == "outcome":
                 return RunOutcome.from_dict(payload)
 
