@@ -19,6 +19,7 @@ def interpret(
     name = candidate.precision
     device = candidate.environment.get("device_type") or candidate.config.device
     found = doubt(baseline, candidate, interval, runs)
+    hardware = _hardware_cause(name, device, speedup, interval, baseline, candidate)
     if found is not None and found.kind == "settings":
         sentence = (
             f"These runs differ in more than precision ({found.detail}), so the {speedup:.2f}x change in "
@@ -29,6 +30,9 @@ def interpret(
             f"These runs are too short to time reliably ({found.detail} steps): one-off start-up costs "
             "of the first steps dominate them; train on more images or for more epochs before drawing conclusions."
         )
+    elif found is not None and found.kind == "load" and hardware is not None:
+        # The hardware explains a slowdown this large; load on the machine moves the figure, not its direction.
+        sentence = f"{hardware} The timing was noisy ({found.reason}): that changes the figure, not the direction."
     elif found is not None:
         if found.kind == "load":
             advice = (f"The {speedup:.2f}x measured here may be down to the machine's load rather than to "
@@ -37,19 +41,8 @@ def interpret(
             advice = (f"The difference between the modes is smaller than the spread between pairs here, so the "
                       f"{speedup:.2f}x cannot say which is faster; more pairs or longer runs can.")
         sentence = f"The speedup is uncertain: {found.reason}. {advice}"
-    elif name == "amp-fp16" and device == "cpu" and speedup < 1 / PAYS_OFF_SPEEDUP:
-        sentence = (
-            f"amp-fp16 took {1 / speedup:.2f}x the {baseline.precision} time here, most likely because PyTorch has "
-            "no fast fp16 kernels for this CPU (a few recent CPUs, with AMX-FP16, have them): here use amp-bf16, "
-            "and keep fp16 for GPUs with Tensor Cores."
-        )
-    elif name == "amp-bf16" and speedup < 1 / PAYS_OFF_SPEEDUP and emulates_bf16(candidate):
-        sentence = (
-            f"amp-bf16 took {1 / speedup:.2f}x the {baseline.precision} time here because this CPU has no bf16 "
-            "instructions "
-            "(AVX512-BF16 or AMX), so PyTorch emulates bf16 on it: a larger batch or width will not change that. "
-            "AMP pays off on a GPU, or on a CPU with bf16 hardware."
-        )
+    elif hardware is not None:
+        sentence = hardware
     elif (share := candidate.data_wait_share) is not None and share > DATA_BOUND_SHARE:
         sentence = (
             f"The data loader bounds this run: {share:.0%} of the {name} run's time went to waiting for batches, "
@@ -95,3 +88,22 @@ def _why_little(result: RunResult) -> str:
             "launches, the optimizer) dominate; try a larger width or batch size."
         )
     return "this hardware has little low-precision speedup to offer for this model (not measured here: a guess)."
+
+
+def _hardware_cause(name: str, device: str, speedup: float, interval: SpeedupInterval | None,
+                    baseline: RunResult, candidate: RunResult) -> str | None:
+    """The hardware's own reason for a slowdown, when it has one: fp16 on a CPU without fp16 units, bf16 on a CPU
+    without bf16 units (emulated). Every pair must be slower (the range's top too), so noise cannot flip it."""
+    slowest = interval.high if interval is not None and interval.known else speedup
+    if slowest >= 1 / PAYS_OFF_SPEEDUP:
+        return None
+    if name == "amp-fp16" and device == "cpu":
+        return (f"amp-fp16 took {1 / speedup:.2f}x the {baseline.precision} time here, most likely because PyTorch "
+                "has no fast fp16 kernels for this CPU (a few recent CPUs, with AMX-FP16, have them): here use "
+                "amp-bf16, and keep fp16 for GPUs with Tensor Cores.")
+    if name == "amp-bf16" and emulates_bf16(candidate):
+        return (f"amp-bf16 took {1 / speedup:.2f}x the {baseline.precision} time here because this CPU has no bf16 "
+                "instructions (AVX512-BF16 or AMX), so PyTorch emulates bf16 on it: expect it to be several times "
+                "slower than fp32 here, and a larger batch or width will not change that. AMP pays off on a GPU, or "
+                "on a CPU with bf16 hardware.")
+    return None

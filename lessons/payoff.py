@@ -246,4 +246,5 @@ def _bound_by(row: BreakdownRow) -> str:
         return f"With {name}, {share}: the data pipeline, not arithmetic, bounds this run, so AMP cannot help much."
     if row.data_share >= DATA_NOTICEABLE_SHARE:
         return f"With {name}, {share}: compute bounds the run, but the data pipeline costs a noticeable part."
-    return f"With {name}, {share}: compute bounds this run, which is where AMP helps."
+    return (f"With {name}, {share}: compute bounds this run, the part AMP can speed up where the hardware has fast "
+            "16-bit units.")
