@@ -6,7 +6,7 @@ import streamlit as st
 from server.offer import ComparisonRequest, pairs_name, subset_name
 from ui import form_state, identity, jobs, server_bundle
 from ui.experiment import DATA_NAMES, LOADER_NAMES, tf32_note
-from ui.predict import predict_then_check
+from ui.predict import locked_at, predict_then_check
 from ui.reference import load_references, reference_panel
 from ui.widgets import about, job_panel
 
@@ -128,13 +128,15 @@ queue_note = "" if ahead == 0 else (f" {ahead} job{'s' if ahead > 1 else ''} of 
 runs_named = "both runs" if len(spec.runs) == 2 else f"all {len(spec.runs)} runs ({pairs_name(request.repeats)})"
 st.info(f"**Estimated time for {runs_named}:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
 
-if st.button("Run", type="primary", disabled=bool(blocked)):
-    jobs.submit(spec)
+# Guess first, then run: the answer is the speedup of the first comparison queued after the guess was locked.
 predict_then_check(
     "run-speedup", f"How many times as fast as fp32 will {request.precision} train here, with these settings?",
-    low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx", answer=jobs.latest_speedup(jobs.my_jobs()),
-    pending="Your comparison's measured speedup appears here when it has finished.",
+    low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
+    answer=jobs.speedup_since(jobs.my_jobs(), locked_at("run-speedup")),
+    pending="Now press Run: the speedup your next comparison measures appears here when it has finished.",
 )
+if st.button("Run", type="primary", disabled=bool(blocked)):
+    jobs.submit(spec)
 references = load_references(device_type=report.device_type, purpose="quick-demo")
 with st.expander(f"Reference results recorded on a {report.device_type.upper()} like this one (not your runs)"):
     if not references:

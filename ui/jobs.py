@@ -57,12 +57,16 @@ def recently_ended(mine: list[JobView], within_s: float = 900.0) -> list[JobView
     return sorted(ended, key=lambda job: job.finished_at, reverse=True)
 
 
-def latest_speedup(mine: list[JobView]) -> float | None:
-    """The speedup (over repeated pairs their median, as on Results) of the latest of `mine`'s finished
-    comparisons; None before one has finished."""
-    for job in reversed(mine):
-        if job.kind == "compare" and job.status == "done" and (found := headline(job.results)) is not None:
-            return found.speedup
+def speedup_since(mine: list[JobView], since: float | None) -> float | None:
+    """The speedup (over repeated pairs their median, as on Results) of this learner's first comparison submitted
+    after `since` (when a guess was locked) that has finished: the run the guess was made for. None before then."""
+    if since is None:
+        return None
+    for job in mine:  # oldest first
+        if job.spec.purpose == "comparison" and job.created_at >= since and job.status == "done":
+            found = headline(job.results)
+            if found is not None:
+                return found.speedup
     return None
 
 

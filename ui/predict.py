@@ -63,6 +63,12 @@ def locked(key: str) -> float | str | None:
     return st.session_state[state]
 
 
+def locked_at(key: str) -> float | None:
+    """When this learner locked their guess for question `key` (epoch seconds); None without one."""
+    guess = server_bundle.guesses().get(learner_id(), key)
+    return None if guess is None else guess.locked_at
+
+
 def _lock(key: str, question: str, value: float | None) -> None:
     server_bundle.guesses().lock(learner_id(), key, question, value)
     st.session_state[f"predict-{key}"] = SKIPPED if value is None else value

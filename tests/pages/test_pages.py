@@ -36,6 +36,10 @@ TINY = {
 }
 
 
+def run_button(at: AppTest):
+    return next(b for b in at.button if b.label == "Run")
+
+
 def wait_for_job_end(at: AppTest) -> None:
     """Rerun the page (as run_every would) until this session's job ends, within JOB_TIMEOUT_S."""
     deadline = time.monotonic() + JOB_TIMEOUT_S
@@ -113,7 +117,7 @@ def test_run_page_offers_the_labs_settings(app):
     assert app.radio(key="run_data").options == ["synthetic (CIFAR-shaped, generated)"]  # no CIFAR-10 in the data root
     assert any("CIFAR-10 is not offered" in c for c in texts(app.caption))
     assert any(i.startswith("**Estimated time for both runs:** about") for i in texts(app.info))
-    assert [b.label for b in app.button] == ["Run", "Lock in my guess", "Just show me"]
+    assert [b.label for b in app.button] == ["Lock in my guess", "Just show me", "Run"]  # guess first, then run
     assert "Nothing yet" in "".join(texts(app.caption))
     reference = next(e for e in app.expander if e.label.startswith("Reference results recorded on a"))
     shown = [m.value for m in reference.markdown if m.value.startswith("**Reference, not yours:**")]
@@ -124,7 +128,7 @@ def test_run_page_offers_the_labs_settings(app):
     if not torch.cuda.is_available():  # strict fp32 and the lab's fp32 are one and the same on a CPU
         assert tf32_note(hardware_report("cpu")) in texts(app.caption)
         assert not any(c.startswith("fp32-default is not offered") for c in texts(app.caption))
-    app.button[2].click().run()  # no comparison yet: the answer waits for one
+    next(b for b in app.button if b.label == "Just show me").click().run()  # no comparison yet: the answer waits
     assert any("No guess this time." in m for m in texts(app.markdown))
 
 
@@ -140,7 +144,7 @@ def test_repeats_queue_alternating_pairs_and_the_batch_links_to_the_memory_page(
     assert repeats.options == ["1 pair", "2 pairs", "3 pairs"] and repeats.value == 1
     repeats.set_value(3).run()
     assert any(i.startswith("**Estimated time for all 6 runs (3 pairs):** about") for i in texts(app.info))
-    app.button[0].click().run()  # Run
+    run_button(app).click().run()
     assert not app.exception and not app.error, texts(app.error)
     assert [p.proto.text.split(":")[0] for p in app.get("progress")] == [
         f"{name}, pair {pair} of 3" for pair in (1, 2, 3) for name in ("FP32", "AMP (bf16)")]
@@ -167,7 +171,7 @@ def test_a_batch_limit_below_the_usual_choices_is_offered_and_accepted(app, monk
     open_page(app, "run_experiment")
     batch = app.select_slider(key="run_batch_size")
     assert batch.options == ["16"] and batch.value == 16
-    app.button[0].click().run()  # Run
+    run_button(app).click().run()
     assert not app.exception and not app.error, texts(app.error)
 
 
@@ -216,9 +220,9 @@ def test_fp16_on_a_cpu_needs_a_subset_and_carries_a_warning(app):
     # Said of this CPU, from the hardware report (AMX-FP16 units or not), not of every CPU.
     assert f"amp-fp16 on this server's CPU: {hardware_report('cpu').cpu_fp16_note}" in texts(app.warning)
     assert any("at most 5,000 training images" in e for e in texts(app.error))
-    assert app.button[0].disabled
+    assert run_button(app).disabled
     app.select_slider(key="run_subset").set_value(2048).run()
-    assert not app.button[0].disabled
+    assert not run_button(app).disabled
 
 
 def test_results_and_history_pages_before_any_job(app):
@@ -348,15 +352,16 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
         app.session_state[key] = value
     open_page(app, "run_experiment")
     assert not app.error
-    app.button[0].click().run()  # Run
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()  # guess first, then run
+    assert any("Now press Run" in m for m in texts(app.markdown))
+    run_button(app).click().run()
     assert not app.exception and not app.error, texts(app.error)
     assert len(app.get("progress")) == 2
     wait_for_job_end(app)
     assert texts(app.success)[0].startswith("Done in"), texts(app.error)
     assert [p.proto.text for p in app.get("progress")][0].startswith("FP32: finished")
     assert app.get("page_link")[-1].proto.label == "See the results"
-    next(b for b in app.button if b.label == "Lock in my guess").click().run()
-    assert any(m.startswith("Your guess: **1.50x** · measured: **") for m in texts(app.markdown))
+    assert any(m.startswith("Your guess: **1.50x** · measured: **") for m in texts(app.markdown))  # this run's
 
     # Leaving and coming back (same session) finds the job, and the settings chosen.
     open_page(app, "overview")
@@ -421,9 +426,9 @@ def test_a_full_queue_is_refused_with_one_line(app, monkeypatch):
     for key, value in TINY.items():
         app.session_state[key] = value
     open_page(app, "run_experiment")
-    app.button[0].click().run()
+    run_button(app).click().run()
     assert not app.error
-    app.button[0].click().run()
+    run_button(app).click().run()
     assert not app.exception
     assert texts(app.error) == [
         "you already have 1 job waiting or running; wait for one to finish or cancel it (this server allows 1 per learner)"

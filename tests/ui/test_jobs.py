@@ -1,4 +1,6 @@
-"""The job plumbing pages share: the progress line a followed job shows."""
+"""The job plumbing pages share: the progress line a followed job shows, and which run answers a guess."""
+
+import pytest
 
 from tests.server.test_history import make_job
 from trainer.isolated import RunOutcome
@@ -23,3 +25,16 @@ def test_the_progress_line_numbers_a_sweeps_recurring_precision_and_a_single_run
     single = make_job("t" * 32, precisions=["amp-fp16"], status="running", kind="run")
     single.current_run = 0
     assert not progress_line(single)[1].startswith("run ")
+
+
+def test_a_guess_is_checked_against_the_first_comparison_queued_after_it():
+    from ui.jobs import speedup_since
+
+    before = make_job("b" * 32, created_at=100.0)
+    after = make_job("a" * 32, created_at=200.0)
+    running = make_job("r" * 32, created_at=150.0, status="running")
+    assert speedup_since([before], 150.0) is None  # a comparison made before the guess does not answer it
+    assert speedup_since([before, running], 120.0) is None  # the run it was made for has not finished
+    assert speedup_since([before, after], 150.0) == pytest.approx(
+        after.results[0].total_time_s / after.results[1].total_time_s)
+    assert speedup_since([before, after], None) is None  # no guess, no answer
