@@ -33,21 +33,25 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+def ray_start(args: list[str], env: dict) -> None:
+    started = subprocess.run([RAY, "start", *args], env=env, capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, f"ray start {' '.join(args)} failed: {started.stderr[-2000:]}"
+
+
 @pytest.fixture
 def operator_cluster(tmp_path):
     """Two CPU nodes of one core each (one run per node, as on a CPU cluster), started with `ray start`, token
     authentication on; stopped after."""
+    # A cluster others may join (the switch earlier tests in this process may have turned off, for one-node Rays).
     env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32),
-           "RAY_USAGE_STATS_ENABLED": "0"}
+           "RAY_USAGE_STATS_ENABLED": "0", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
     port = free_port()
     short = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # Ray's socket paths must stay under 108 characters
     common = ["--num-cpus", "1", "--num-gpus", "0", "--disable-usage-stats", "--temp-dir", str(short)]
     try:
-        subprocess.run([RAY, "start", "--head", "--node-ip-address", HEAD, "--port", str(port),
-                        "--include-dashboard", "false", *common], env=env, check=True, capture_output=True,
-                       timeout=120)
-        subprocess.run([RAY, "start", "--address", f"{HEAD}:{port}", "--node-ip-address", NODE, *common], env=env,
-                       check=True, capture_output=True, timeout=120)
+        ray_start(["--head", "--node-ip-address", HEAD, "--port", str(port), "--include-dashboard", "false", *common],
+                  env)
+        ray_start(["--address", f"{HEAD}:{port}", "--node-ip-address", NODE, *common], env)
         yield f"{HEAD}:{port}", env
     finally:
         subprocess.run([RAY, "stop", "--force"], env=env, capture_output=True, timeout=120)
