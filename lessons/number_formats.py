@@ -175,6 +175,17 @@ def format_range(format_name: str) -> FormatRange:
     )
 
 
+TORCH_VERSION = torch.__version__  # the facts of the table are this torch's
+
+
+def exact(value: float) -> str:
+    """A format's limit as learners meet it in messages: a whole number below a million in full (65504, 57344,
+    448), anything else to four significant digits (3.403e+38, 6.104e-05)."""
+    if value == int(value) and abs(value) < 1e6:
+        return str(int(value))
+    return f"{value:.4g}"
+
+
 def format_table() -> list[FormatRange]:
     return [format_range(name) for name in FORMATS]
 

@@ -57,8 +57,9 @@ st.markdown(
 - A `DataLoader` shuffles the images each epoch and stacks them into batches of 256, prepared by 4 worker
   processes while the model trains.
 
-This pipeline decodes and converts every image on the CPU, every epoch. With a fast GPU and a model this
-small, it can become the slowest part of the run: keep that in mind when the AMP speedup looks small.
+CIFAR-10's images are stored as raw pixels, so nothing is decoded: every image still becomes a PIL image, then a
+tensor (`ToTensor`), then a normalised one (`Normalize`), on the CPU, every epoch. With a fast GPU and a model this
+small, that pipeline can become the slowest part of the run: keep it in mind when the AMP speedup looks small.
 """
 )
 
@@ -73,9 +74,10 @@ Each step:
 3. runs the backward pass (`loss.backward()`), which fills every parameter's `.grad`,
 4. updates the weights (`optimizer.step()`).
 
-Every 100 batches it prints the mean loss, and at the end the total training time. On a GPU the script waits
-for the GPU to finish (`torch.cuda.synchronize()`) before reading the clock, because GPU work runs
-asynchronously and the clock would otherwise stop early.
+Every 100 batches it prints the mean loss, and at the end the total training time. GPU work runs
+asynchronously, so a clock read too early stops before the GPU has finished; the script's `loss.item()` on every
+step already waits for the GPU (it copies the loss to the CPU), so its clock is right, and that wait itself costs
+time on every step; it also calls `torch.cuda.synchronize()` before the last reading.
 """
 )
 

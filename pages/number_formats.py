@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lessons.capture import capture_values, default_source, summaries
-from lessons.number_formats import encode_all, format_table, parse_value
+from lessons.number_formats import TORCH_VERSION, encode_all, exact, format_table, parse_value
 from lessons.underflow import scale_outcome
 from trainer.errors import TrainerError
 from ui import server_bundle
@@ -42,8 +42,8 @@ st.dataframe(
             "bits (sign/exponent/mantissa)": f"1/{r.exponent_bits}/{r.mantissa_bits}",
             "smallest subnormal": f"{r.smallest_subnormal:.3e}",
             "smallest normal": f"{r.smallest_normal:.3e}",
-            "largest": f"{r.largest:.4g}",
-            "overflows from": f"{r.overflow_from:.5g} ({'to inf' if r.on_overflow == 'inf' else 'clamped to largest'})",
+            "largest": exact(r.largest),
+            "overflows from": f"{exact(r.overflow_from)} ({'to inf' if r.on_overflow == 'inf' else 'clamped to largest'})",
             "spacing near 1 (epsilon)": f"{r.epsilon:.3e}",
             "significant decimal digits": r.decimal_digits,
             "where you meet it": r.use,
@@ -52,13 +52,16 @@ st.dataframe(
     ],
     hide_index=True,
 )
+e4m3 = next(r for r in table if r.format.endswith("e4m3"))
 st.caption(
     "Read from torch.finfo of torch's own dtypes (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2); torch has "
     "no TF32 dtype, so its row follows from its layout (fp32's 8 exponent bits, fp16's 10 mantissa bits). A value "
     "overflows once it is at or past the midpoint between the largest number and the next step: fp16 stores 65519 "
     f"as {fp16_range.largest:.0f} and turns {fp16_range.overflow_from:.0f} into inf. The fp8 rows follow "
-    'Micikevicius et al., "FP8 Formats for Deep Learning" (2022): e4m3 has no infinity, and torch\'s cast clamps '
-    "to 448 instead."
+    'Micikevicius et al., "FP8 Formats for Deep Learning" (2022): e4m3 has no infinity. This torch '
+    f"({TORCH_VERSION}) saturates a cast to e4m3 at {exact(e4m3.largest)}, even from inf"
+    + (" (as the table's last column says)" if e4m3.on_overflow == "largest" else f" (here: {e4m3.on_overflow})")
+    + "; older torch, and the OCP standard's non-saturating mode, give NaN instead."
 )
 
 st.subheader("Type a value")
@@ -99,8 +102,8 @@ st.subheader("fp8, honestly")
 st.markdown(
     """
 fp8 training is not autocast with a smaller dtype. It runs only the **Linear** layers' matrix products in fp8
-(e4m3 for weights and activations, e5m2 for gradients), each tensor with its own scale factor, on GPUs with fp8
-Tensor Cores (Hopper-class and newer), through libraries such as NVIDIA Transformer Engine or torchao. It pays off
+(e4m3 for weights and activations, e5m2 for gradients), each tensor (or each block of one) with its own scale
+factor, on GPUs with fp8 Tensor Cores (Ada, Hopper and newer), through libraries such as NVIDIA Transformer Engine or torchao. It pays off
 for large matrices, where the products dominate the step; for this lab's small CNN, whose time goes to
 convolutions, memory traffic and the data pipeline, it would not.
 """

@@ -34,7 +34,7 @@ WHY = {
         "down to the scale it had already found."
     ),
     recipes.evaluate: (
-        "Autocast speeds evaluation up as much as training. No scaler: nothing is backpropagated, so nothing can "
+        "Autocast speeds evaluation up too. No scaler: nothing is backpropagated, so nothing can "
         "underflow. `inference_mode` drops the autograd graph and its saved activations."
     ),
     recipes.predict_probabilities: (

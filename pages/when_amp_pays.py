@@ -132,7 +132,8 @@ st.markdown(
     """
 AMP speeds a step up in two ways. Matrix products (convolutions, linear layers) run on Tensor Cores (on a CPU,
 its AMX or bf16 units) with 16-bit inputs and fp32 accumulation; and memory-bound operations (ReLU, pooling,
-reading and writing activations), most of this CNN's GPU kernels, move half the bytes. It does not halve the
+reading and writing activations), most of this CNN's GPU kernels, move roughly half the bytes (max-pooling's int64
+indices stay as large). It does not halve the
 arithmetic: the same operations run, some of them faster. A step gains only where those operations are what it
 waits for: if the GPU (or CPU) sits idle waiting for the next batch, or if the batch is so small that fixed costs
 per step (launching kernels, Python, the optimizer) dominate, AMP changes little. This page measures both on
@@ -149,8 +150,8 @@ runs; each result records it under `host_malloc` in its environment, and `python
 
 st.subheader("1. Where the time goes")
 st.markdown(
-    "The same short run twice, once with the lab's DataLoader (decoding every image through PIL in worker "
-    "processes) and once with the whole dataset resident on the device, timing for each step how long it waited "
+    "The same short run twice, once with the lab's DataLoader (turning every image into a PIL image and a "
+    "tensor in worker processes) and once with the whole dataset resident on the device, timing for each step how long it waited "
     "for its batch and how long it computed."
 )
 offered, _ = offer.compared_precisions()

@@ -160,3 +160,11 @@ def test_parse_value_refuses_non_numbers(text):
 def test_unknown_format_is_a_config_error():
     with pytest.raises(ConfigError, match="fp8"):
         encode(1.0, "fp8")
+
+
+def test_the_famous_limits_are_shown_exactly():
+    from lessons.number_formats import exact
+
+    largest = {r.format: exact(r.largest) for r in format_table()}
+    assert (largest["fp16"], largest["fp8-e5m2"], largest["fp8-e4m3"]) == ("65504", "57344", "448")
+    assert exact(3.4028234663852886e38) == "3.403e+38" and exact(2.0**-14) == "6.104e-05"

@@ -67,7 +67,7 @@ def test_number_formats_page_shows_bits_and_ranges(app):
     assert len(charts(app)) == 1 and any("Next: underflow" in link.label for link in app.get("page_link"))
     ladder = app.dataframe[0].value
     assert list(ladder["format"]) == ["fp32", "tf32", "bf16", "fp16", "fp8-e4m3", "fp8-e5m2"]
-    assert list(ladder["largest"])[-2:] == ["448", "5.734e+04"]
+    assert list(ladder["largest"])[-2:] == ["448", "57344"]  # exactly, as learners meet them in overflow messages
 
 
 @pytest.mark.slow
@@ -370,7 +370,7 @@ def test_recipe_page_predicts_what_unscale_changes_then_checks_it_by_running_the
 def test_when_amp_pays_names_both_sources_of_the_gain_and_links_the_recipe(app):
     open_page(app, "when_amp_pays")
     markdown = " ".join(" ".join(texts(app.markdown)).split())
-    assert "It does not halve the arithmetic" in markdown and "move half the bytes" in markdown
+    assert "It does not halve the arithmetic" in markdown and "move roughly half the bytes" in markdown
     assert any("Next: the recipe" in link.label for link in app.get("page_link"))
 
 
