@@ -130,7 +130,14 @@ class MemoryComparison:
         return saving(self.fp32.saved_activations, self.mixed.saved_activations)
 
     @property
+    def peak_saving(self) -> float:
+        """The share AMP saves of the step's tensors at their peak (the allocator's own figure, in every device)."""
+        return saving(self.fp32.peak, self.mixed.peak)
+
+    @property
     def total_saving(self) -> float:
+        """The share AMP saves of the stacked bar: on a GPU that includes the allocator's reserve and the CUDA
+        context, what nvidia-smi sees for the process."""
         return saving(self.fp32.total, self.mixed.total)
 
     def component_rows(self) -> list[dict]:

@@ -76,7 +76,7 @@ def predict_probabilities(model, images, device_type="cuda", dtype=torch.float16
 def binary_loss(logits, targets):
     # One fused op that autocast runs in fp32, computed from the logits (log-sum-exp, no log(0)).
     # sigmoid() then binary_cross_entropy() rounds a logit of 20 to a probability of exactly 1.0 in fp16,
-    # and CUDA autocast refuses binary_cross_entropy outright for that reason.
+    # and CUDA autocast refuses binary_cross_entropy outright (PyTorch: its backward is unsafe in 16 bits).
     return F.binary_cross_entropy_with_logits(logits, targets)
 
 

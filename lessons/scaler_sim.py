@@ -145,3 +145,32 @@ def _run(steps: int, found_inf_at, settings: ScalerSettings | None) -> ScalerTra
                 good_steps = 0
         trace.steps.append(ScalerStep(step, float(used), found, found, float(scale)))
     return trace
+
+
+@dataclass(frozen=True)
+class SkipKinds:
+    """Why a real run's GradScaler skipped each step it skipped."""
+
+    search: list[int]  # the first steps, skipped in a row: the search down from a scale that started too high
+    probes: list[int]  # right after the scale grew: the higher scale overflowed, and was undone
+    larger: list[int]  # at a scale that had been working: a larger gradient than before overflowed it
+
+    @property
+    def halvings(self) -> int:
+        return len(self.search) + len(self.probes) + len(self.larger)
+
+
+def classify_skips(start: float, history: Sequence[dict], skipped: Sequence[int]) -> SkipKinds:
+    """Sort a run's skipped steps by cause, from its scale history ({"step", "scale"} after each step's update) and
+    the scale it started from."""
+    scale_after = {point["step"]: point["scale"] for point in history}
+    skipped_set = set(skipped)
+    search, probes, larger = [], [], []
+    for step in sorted(skipped_set):
+        if step == 1 or (search and search[-1] == step - 1 and len(search) == step - 1):
+            search.append(step)
+            continue
+        before = scale_after.get(step - 1, start)  # the scale this step used
+        earlier = scale_after.get(step - 2, start)
+        (probes if before > earlier and step - 1 not in skipped_set else larger).append(step)
+    return SkipKinds(search, probes, larger)

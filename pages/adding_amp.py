@@ -55,7 +55,8 @@ differ per device** (PyTorch AMP docs, "Autocast Op Reference"):
   They tolerate 16 bits because the hardware takes 16-bit *inputs* but adds up the products in an fp32
   accumulator; it is long sums *stored* in 16 bits that lose digits (Micikevicius et al. 2018, section 3.3).
 - **Runs in fp32:** on a CUDA GPU, a long list: softmax, log, exp, sums, layer and group norm, the losses and
-  more. On a CPU, a short one: measured with this server's torch, CPU autocast sends only {code_list(lists[FP32])}
+  more. PyTorch's 16-bit reductions already accumulate in fp32 inside; the list keeps their *results* in fp32,
+  whose range a sum of many values can need (fp16 overflows at 65520). On a CPU, a short one: measured with this server's torch, CPU autocast sends only {code_list(lists[FP32])}
   of the probed ops to fp32.
 - **Follows its input:** everything on neither list runs in whatever dtype it is given. On a CPU that includes
   {code_list(lists[FOLLOWS])}: after a bf16 layer they run in bf16. CUDA's autocast has its own rule for
@@ -109,9 +110,9 @@ if predict_then_check(
     st.markdown(
         f"`lab/{AMP_SCRIPT}` is `lab/{BASELINE_SCRIPT}` with {removed} lines changed and {added} lines in their "
         "place (the docstring and the messages included). The three changes marked *AMP change* are the whole "
-        "technique; the script also picks bf16 on a CPU: on CPUs without fp16 arithmetic in hardware (such as the "
-        "Xeon this project was benchmarked on, where amp-fp16 ran about 60x slower than fp32), fp16 kernels are "
-        "slow."
+        "technique; the script also picks bf16 on a CPU: on CPUs without fp16 matrix units (AMX-FP16), fp16 kernels "
+        "are slow, even with AVX512-FP16 (the Xeon this project was benchmarked on has AVX512-FP16 but no "
+        "AMX-FP16, and amp-fp16 ran about 60x slower than fp32 there)."
     )
 unified, side_by_side = st.tabs(["Unified diff", "Side by side"])
 with unified:

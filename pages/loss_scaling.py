@@ -6,7 +6,7 @@ import numpy as np
 import streamlit as st
 
 from lessons.capture import capture_values, default_source
-from lessons.scaler_sim import ScalerSettings, parse_steps, simulate_gradients
+from lessons.scaler_sim import ScalerSettings, classify_skips, parse_steps, simulate_gradients
 from lessons.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
 from server.offer import ABLATION_GROWTH_INTERVAL, ABLATION_INIT_EXPONENT
 from trainer.errors import TrainerError
@@ -210,11 +210,18 @@ if ablations:
     scales = [start] + [point["scale"] for point in ablation.loss_scale_history]
     backoffs = sum(1 for before, after in pairwise(scales) if after < before)
     growths = sum(1 for before, after in pairwise(scales) if after > before)
+    kinds = classify_skips(start, ablation.loss_scale_history, skipped)
+    causes = [f"{len(kinds.search)} in a row at the start, the search down from {start:,.0f} to a scale where every "
+              "gradient fits"] if kinds.search else []
+    if kinds.probes:
+        causes.append(f"{len(kinds.probes)} right after the scale grew: the higher scale overflowed and was undone")
+    if kinds.larger:
+        causes.append(f"{len(kinds.larger)} at a scale that had been working: a larger gradient than before "
+                      "overflowed it")
     st.markdown(
         f"From {label}: **{len(skipped)}** of {ablation.total_steps} steps skipped (steps "
         f"{', '.join(map(str, skipped[:20]))}{' ...' if len(skipped) > 20 else ''}); the scale was halved "
-        f"{times(backoffs)} and doubled {times(growths)}. The first skips are the search down from {start:,.0f} to a "
-        "scale where every gradient fits; each later one is a growth probe that overflowed and was undone. It ends "
+        f"{times(backoffs)} and doubled {times(growths)}. Of the skips, " + "; ".join(causes or ["none"]) + ". It ends "
         f"at {scales[-1]:,.0f}" + ("." if not defaults else ", while the default's line stays flat at 65,536.")
     )
     if not defaults:

@@ -36,6 +36,8 @@ def explain_step(step: MemoryComparison, amp: str, batch: int, device: str) -> N
     st.dataframe([{name: mb(value) if name != "component" else value for name, value in row.items()}
                   for row in step.component_rows()], hide_index=True)
     workspaces = " (and on a GPU, cuDNN's workspaces)" if device == "cuda" else ""
+    nvidia_smi = ("" if device != "cuda" else f"; with the allocator's reserve and the CUDA context, the whole bar, "
+                  f"{mb(fp32.total)} -> {mb(mixed.total)} ({step.total_saving:.0%} less)")
     st.markdown(
         f"""
     **What this says, at batch {batch} on this {device.upper()}:**
@@ -44,7 +46,8 @@ def explain_step(step: MemoryComparison, amp: str, batch: int, device: str) -> N
     - Saved activations: **{mb(fp32.saved_activations)} -> {mb(mixed.saved_activations)}**
       ({step.activation_saving:.0%} less), of which **{mb(step.pool_indices)}** are max-pool's int64
       indices, the same in both.
-    - The step's peak: **{mb(fp32.total)} -> {mb(mixed.total)}** ({step.total_saving:.0%} less).
+    - The step's tensors at their peak (the allocator's own count): **{mb(fp32.peak)} -> {mb(mixed.peak)}**
+      ({step.peak_saving:.0%} less){nvidia_smi}.
       "{BACKWARD_EXTRA}" is what the backward pass holds beyond the rest at its peak: the gradients flowing back
       through the layers before the activations they replace are freed{workspaces},
       {mb(fp32.components[BACKWARD_EXTRA])} in fp32.
@@ -62,17 +65,23 @@ def explain_step(step: MemoryComparison, amp: str, batch: int, device: str) -> N
         if fp32.process_total and mixed.process_total:
             st.markdown(
                 f"nvidia-smi sees **{mb(fp32.process_total)} -> {mb(mixed.process_total)}** for this process: the "
-                f"tensors above, plus the caching allocator's reserve ({mb(fp32.components.get(RESERVE, 0))} in fp32) and "
-                f"the CUDA context with cuDNN and cuBLAS ({mb(fp32.components.get(CONTEXT, 0))}), which AMP does not "
-                "shrink. That is why the lab's nvidia-smi figures are far larger than the tensors of its step."
+                f"tensors above, plus the caching allocator's reserve ({mb(fp32.components.get(RESERVE, 0))} -> "
+                f"{mb(mixed.components.get(RESERVE, 0))}) and the CUDA context with cuDNN and cuBLAS "
+                f"({mb(fp32.components.get(CONTEXT, 0))} -> {mb(mixed.components.get(CONTEXT, 0))}), measured in each "
+                "mode: what the two do differs between runs and libraries, so nvidia-smi's change need not be the "
+                "tensors' change."
             )
-    else:
-        st.info(
-            "On a GPU, nvidia-smi also counts the CUDA context with the cuDNN and cuBLAS libraries (typically several "
-            "hundred MB, fixed) and the caching allocator's reserve (freed blocks it keeps for reuse). None of them "
-            "shrinks with AMP, and at batch 256 they are most of the lab's 1.8 GB: its tensors are about a tenth of "
-            "that. Run this page on the class's GPU server to see them measured."
-        )
+    peak_saved = fp32.peak - mixed.peak
+    st.info(
+        f"**The lab's 1.8 GB -> 1.1 GB cannot come from this model's tensors.** At batch {batch} the step's tensors "
+        f"peak at {mb(fp32.peak)} in fp32 and AMP saves {mb(peak_saved)} of them (the allocator's own peak, measured "
+        "here), far from the lab's 700 MB. What nvidia-smi adds could explain it: the CUDA context and the "
+        "libraries it loads (several hundred MB, and which kernels cuDNN and cuBLAS load differs between fp32 and "
+        "16-bit runs), and the caching allocator's reserve (freed blocks it keeps, which depends on the order the "
+        "step asks for memory). The lab does not say what else its process held; "
+        + ("compare the two figures measured above." if device == "cuda" else
+           "run this page on the class's GPU server to see both measured.")
+    )
 
 
 def batch_sweep(amp: str, device: str) -> None:
@@ -105,7 +114,8 @@ st.markdown(
     """
 The lab reports that AMP needs about 39% less GPU memory (1.8 GB -> 1.1 GB in nvidia-smi). Where does that come
 from? With `torch.amp`, the **weights, their gradients and the optimizer's state stay fp32**: autocast casts a
-weight to 16 bits when an op uses it, and *adds* that copy for the step. What shrinks is what autograd **saves
+weight to 16 bits when an op first uses it, and *adds* that copy, one per weight for each autocast region (a
+step's forward pass here), cached until the region ends. What shrinks is what autograd **saves
 for the backward pass**: the activations that conv, ReLU and linear layers keep, now in 16 bits. Not all of them:
 max-pooling saves the position of each maximum as an int64 index, 8 bytes per output value in every mode.
 
@@ -136,8 +146,8 @@ except TrainerError as err:
     st.error(f"Could not measure the step: {err}")
     st.stop()
 revealed = predict_then_check(
-    "memory-saving", f"At batch {batch}, how much less memory will the {amp} step need at its peak than fp32's?",
-    low=0, high=80, default=40, step=5, fmt="%d%%", answer=round(100 * step.total_saving),
+    "memory-saving", f"At batch {batch}, how much less memory will the {amp} step's tensors need at their peak than "
+    "fp32's?", low=0, high=80, default=40, step=5, fmt="%d%%", answer=round(100 * step.peak_saving),
 )
 if revealed:
     explain_step(step, amp, batch, device)

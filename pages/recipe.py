@@ -30,8 +30,8 @@ WHY = {
         "and the optimizer..."
     ),
     recipes.load_checkpoint: (
-        "... and load it back, or a resumed fp16 run starts again from 65536 and skips steps while it searches "
-        "down to the scale it had already found."
+        "... and load it back, or a resumed fp16 run starts again from 65536 and must find its scale again, "
+        "skipping steps while it searches down to the one it had."
     ),
     recipes.evaluate: (
         "Autocast speeds evaluation up too. No scaler: nothing is backpropagated, so nothing can "
@@ -45,7 +45,8 @@ WHY = {
         "For yes/no targets, give the logits to `binary_cross_entropy_with_logits` (`nn.BCEWithLogitsLoss`): "
         "autocast runs it in fp32 and it never takes log(0). `sigmoid` then `binary_cross_entropy` rounds "
         "confident probabilities to exactly 0 or 1 in fp16, so a confidently wrong logit of 20 costs a loss of "
-        "100 (the clamp) instead of 20; CUDA autocast refuses `binary_cross_entropy` for that reason."
+        "100 (the clamp) instead of 20. CUDA autocast refuses `binary_cross_entropy` outright: PyTorch's reason is its "
+        "backward, which is unsafe in 16 bits."
     ),
 }
 

@@ -93,3 +93,15 @@ def test_a_product_between_65504_and_65520_still_fits():
     assert fits.skipped_steps == []
     overflows = simulate_gradients([65520.0 / 65536.0], ScalerSettings(init_scale=65536.0))
     assert overflows.skipped_steps == [1]
+
+
+def test_a_real_runs_skips_are_sorted_by_cause():
+    from lessons.scaler_sim import classify_skips
+
+    # Start at 2^24: steps 1-3 skipped (the search down to 2^21); grows after step 6 to 2^22 and step 7 overflows
+    # (a probe); step 10 overflows at 2^21, which had worked for steps 8 and 9 (a larger gradient).
+    scales = {1: 2**23, 2: 2**22, 3: 2**21, 4: 2**21, 5: 2**21, 6: 2**22, 7: 2**21, 8: 2**21, 9: 2**21, 10: 2**20}
+    history = [{"step": step, "scale": float(scale)} for step, scale in scales.items()]
+    kinds = classify_skips(2.0**24, history, [1, 2, 3, 7, 10])
+    assert (kinds.search, kinds.probes, kinds.larger, kinds.halvings) == ([1, 2, 3], [7], [10], 5)
+    assert classify_skips(65536.0, [], []).halvings == 0

@@ -120,6 +120,7 @@ def test_loss_scaling_page_shows_a_real_ablation_beside_the_default_line(state_d
     assert len(charts(app)) == 5  # histogram, scale sweep, the chosen real trace, the ablation beside the default
     markdown = " ".join(texts(app.markdown))
     assert "**3** of 8 steps skipped (steps 1, 2, 3); the scale was halved 3 times and doubled once" in markdown
+    assert "Of the skips, 3 in a row at the start, the search down from 16,777,216" in markdown
     assert "the default's line stays flat at 65,536" in markdown
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert any("Your guess: **4** · measured: **3**" in m for m in texts(app.markdown))
@@ -314,6 +315,8 @@ def test_memory_page_predicts_then_shows_the_measured_breakdown(app):
         "saved activations: int64 (max-pool indices)", "amp-bf16"]
     assert any("in both modes" in m for m in texts(app.markdown))
     assert any(c.startswith("Check: at the end of the forward pass") for c in texts(app.caption))
+    assert any(i.startswith("**The lab's 1.8 GB -> 1.1 GB cannot come from this model's tensors.** At batch 8")
+               for i in texts(app.info))
     assert len(charts(app)) == 1
     assert any("Next: run the experiment" in link.label for link in app.get("page_link"))
 

@@ -138,17 +138,28 @@ def test_run_prints_lab_lines_and_a_summary_and_writes_json(tmp_path, capsys):
     assert saved["config"]["precision"] == "amp-bf16" and saved["total_steps"] == 4
 
 
+@pytest.fixture(scope="module")
+def one_compare(tmp_path_factory):
+    """`compare` once, fp32 against amp-bf16, one pair: its printed lines and its JSON (the tests below read one run:
+    each compare starts two fresh Pythons, seconds each)."""
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    path = tmp_path_factory.mktemp("compare") / "compare.json"
+    printed = StringIO()
+    with redirect_stdout(printed):
+        assert main(["compare", "--amp", "amp-bf16", *TINY, "--json", str(path)]) == 0
+    return printed.getvalue(), json.loads(path.read_text())
+
+
 @pytest.mark.slow
-def test_compare_runs_both_modes_and_prints_the_table(tmp_path, capsys):
-    path = tmp_path / "compare.json"
-    assert main(["compare", "--amp", "amp-bf16", *TINY, "--json", str(path)]) == 0
-    out = capsys.readouterr().out
+def test_compare_runs_both_modes_and_prints_the_table(one_compare):
+    out, saved = one_compare
     header = next(line for line in out.splitlines() if line.startswith("Metric"))
     assert [cell.strip() for cell in header.split(" | ")][1:] == ["FP32", "AMP", "Improvement"]
     for row in ("Training time (1 epoch)", "Throughput (images/s after", "Peak memory: Process RSS growth",
                 "Test accuracy"):
         assert row in out
-    saved = json.loads(path.read_text())
     assert saved["baseline"]["config"]["precision"] == "fp32"
     assert saved["candidate"]["config"]["precision"] == "amp-bf16"
     assert saved["comparison"]["speedup"] == pytest.approx(
@@ -171,11 +182,10 @@ def test_compare_repeats_alternates_the_modes_and_writes_the_speedup_interval(tm
 
 
 @pytest.mark.slow
-def test_compare_once_says_the_interval_is_unknown(tmp_path, capsys):
-    path = tmp_path / "compare.json"
-    assert main(["compare", "--amp", "amp-bf16", *TINY, "--json", str(path)]) == 0
-    assert "its spread is unknown" in capsys.readouterr().out
-    speedup = json.loads(path.read_text())["speedup"]
+def test_compare_once_says_the_interval_is_unknown(one_compare):
+    out, saved = one_compare
+    assert "its spread is unknown" in out
+    speedup = saved["speedup"]
     assert speedup["low"] is None and speedup["high"] is None and "unknown" in speedup["note"]
 
 
