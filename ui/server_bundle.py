@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import streamlit as st
 
@@ -50,34 +51,23 @@ def _job_manager_for(environment: Environment) -> JobManager:
     return JobManager(settings, HistoryStore(settings.history_path), offer=lambda: _offer_for(environment))
 
 
-@st.cache_resource(show_spinner=False)
-def _learners_for(environment: Environment) -> LearnerStore:
-    return LearnerStore(_job_manager_for(environment).store)
+@dataclass(frozen=True)
+class _Stores:
+    """What the server keeps in its history file beside the jobs, each opened (its table made) once."""
+
+    learners: LearnerStore
+    presets: PresetStore
+    kinds: KindStore
+    messages: ClassMessageStore
+    guesses: GuessStore
+    instructor_pass: InstructorPass
 
 
 @st.cache_resource(show_spinner=False)
-def _presets_for(environment: Environment) -> PresetStore:
-    return PresetStore(_job_manager_for(environment).store)
-
-
-@st.cache_resource(show_spinner=False)
-def _kinds_for(environment: Environment) -> KindStore:
-    return KindStore(_job_manager_for(environment).store)
-
-
-@st.cache_resource(show_spinner=False)
-def _messages_for(environment: Environment) -> ClassMessageStore:
-    return ClassMessageStore(_job_manager_for(environment).store)
-
-
-@st.cache_resource(show_spinner=False)
-def _pass_for(environment: Environment) -> InstructorPass:
-    return InstructorPass(_job_manager_for(environment).store)
-
-
-@st.cache_resource(show_spinner=False)
-def _guesses_for(environment: Environment) -> GuessStore:
-    return GuessStore(_job_manager_for(environment).store)
+def _stores_for(environment: Environment) -> _Stores:
+    history = _job_manager_for(environment).store
+    return _Stores(LearnerStore(history), PresetStore(history), KindStore(history), ClassMessageStore(history),
+                   GuessStore(history), InstructorPass(history))
 
 
 @st.cache_resource(show_spinner=False)
@@ -104,14 +94,14 @@ def _hardware_of(manager: JobManager) -> HardwareReport:
 
 
 def _presets_of(environment: Environment) -> dict[str, str]:
-    from_console = _presets_for(environment).get()
+    from_console = _stores_for(environment).presets.get()
     return from_console if from_console is not None else parse_presets(_settings_for(environment).presets)
 
 
 def _kinds_of(environment: Environment) -> KindPolicy:
     """The console's policy if the instructor set one, else the settings' mode, its caps counted from the start."""
     manager = _job_manager_for(environment)
-    from_console = _kinds_for(environment).get()
+    from_console = _stores_for(environment).kinds.get()
     return from_console or KindPolicy.for_mode(_settings_for(environment).class_mode, manager.started_at)
 
 
@@ -154,11 +144,11 @@ def history() -> HistoryStore:
 
 def learners() -> LearnerStore:
     """Every learner of this server: ids, display names, and the hashes of their browsers' tokens."""
-    return _or_stop(lambda: _learners_for(_settings_environment()))
+    return _or_stop(lambda: _stores_for(_settings_environment()).learners)
 
 
 def preset_store() -> PresetStore:
-    return _or_stop(lambda: _presets_for(_settings_environment()))
+    return _or_stop(lambda: _stores_for(_settings_environment()).presets)
 
 
 def presets() -> dict[str, str]:
@@ -168,22 +158,22 @@ def presets() -> dict[str, str]:
 
 def kind_store() -> KindStore:
     """The console's policy of which kinds of job learners may queue."""
-    return _or_stop(lambda: _kinds_for(_settings_environment()))
+    return _or_stop(lambda: _stores_for(_settings_environment()).kinds)
 
 
 def class_messages() -> ClassMessageStore:
     """The instructor's message to the whole class, shown above every page."""
-    return _or_stop(lambda: _messages_for(_settings_environment()))
+    return _or_stop(lambda: _stores_for(_settings_environment()).messages)
 
 
 def instructor_pass() -> InstructorPass:
     """Signs and checks the instructor's pass, which a reload of the console keeps."""
-    return _or_stop(lambda: _pass_for(_settings_environment()))
+    return _or_stop(lambda: _stores_for(_settings_environment()).instructor_pass)
 
 
 def guesses() -> GuessStore:
     """Every learner's locked predictions."""
-    return _or_stop(lambda: _guesses_for(_settings_environment()))
+    return _or_stop(lambda: _stores_for(_settings_environment()).guesses)
 
 
 def password_gate() -> PasswordGate:
