@@ -144,6 +144,16 @@ with st.expander(f"Reference results recorded on a {report.device_type.upper()} 
     for reference in references:
         reference_panel(reference)
 
+st.subheader("Or the lab's own comparison")
+lab_spec, lab_notes = offer.lab_comparison()
+st.markdown(
+    "Exactly what the lab's two scripts compare: **fp32 as PyTorch defaults it** (TF32 convolutions on an Ampere or "
+    "newer GPU) against **amp-fp16 with its GradScaler**, 5 epochs through the lab's DataLoader at batch 256, the "
+    "whole training split; Results then sets it beside the lab's own figures."
+    + (" Here it runs " + "; ".join(lab_notes) + "." if lab_notes else "")
+)
+jobs.queue_button("Run the lab's comparison", lab_spec)
+
 st.subheader("Your job")
 mine = jobs.my_jobs()  # with the history: once per page run (after a submit), not on every tick
 statuses = {job.id: job.status for job in mine if not job.finished}

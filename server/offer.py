@@ -19,6 +19,7 @@ from trainer.capabilities import DeviceFacts, ModeSupport, mode_support
 from trainer.config import AMP_PRECISIONS, DATA_SOURCES, LOADERS, WIDTHS, RunConfig
 from trainer.datasets import cifar10_available
 from trainer.errors import ConfigError
+from trainer.results import LAB_REFERENCE
 
 EPOCHS = tuple(range(1, 21))
 BATCH_SIZES = tuple(2**n for n in range(5, 13))  # 32 .. 4096
@@ -71,7 +72,8 @@ class ComparisonRequest:
     channels_last: bool = False
     breakdown: bool = False
     subset: int | None = None  # None = the whole training split
-    repeats: int = 1  # pairs of runs, fp32 and `precision` alternately
+    repeats: int = 1  # pairs of runs, the baseline and `precision` alternately
+    baseline: str = "fp32"  # strict fp32; the lab's own comparison uses fp32-default (fp32 as PyTorch defaults it)
 
     @classmethod
     def of(cls, values: Mapping) -> "ComparisonRequest":
@@ -86,7 +88,7 @@ class ComparisonRequest:
     def from_spec(cls, spec: JobSpec) -> "ComparisonRequest":
         """The request a comparison job was made from (its first pair, and how many pairs it has)."""
         baseline, candidate = spec.runs[0], spec.runs[1]
-        return cls(precision=candidate.precision, epochs=baseline.epochs, batch_size=baseline.batch_size,
+        return cls(precision=candidate.precision, baseline=baseline.precision, epochs=baseline.epochs, batch_size=baseline.batch_size,
                    data=baseline.data, loader=baseline.loader, width=baseline.width,
                    channels_last=baseline.channels_last, breakdown=baseline.breakdown, subset=baseline.subset,
                    repeats=len(spec.runs) // 2)
@@ -97,11 +99,17 @@ class ComparisonRequest:
     def describe(self) -> str:
         """A short label for the job: what is compared (x3: in three pairs), on what."""
         return (
-            f"fp32 vs {self.precision}{f' x{self.repeats}' if self.repeats > 1 else ''}, "
+            f"{self.baseline} vs {self.precision}{f' x{self.repeats}' if self.repeats > 1 else ''}, "
             f"{self.epochs} epoch{'s' if self.epochs != 1 else ''}, batch {self.batch_size}, "
             f"{subset_name(self.subset)} {self.data} images, {self.loader} loader, width {self.width}"
             + (", channels_last" if self.channels_last else "")
         )
+
+
+_LAB = LAB_REFERENCE["settings"]  # the lab's scripts as they ran
+LAB_COMPARISON = ComparisonRequest(precision=_LAB["candidate"], baseline=_LAB["baseline"], epochs=_LAB["epochs"],
+                                   batch_size=_LAB["batch_size"], data=_LAB["data"], loader=_LAB["loader"],
+                                   subset=_LAB["subset"], width=_LAB["width"])
 
 
 class Offer:
@@ -238,8 +246,36 @@ class Offer:
             log_every=log_every(subset, request.batch_size, request.epochs),
         )
         runs = [RunConfig(precision=precision, **shared)
-                for _ in range(request.repeats) for precision in ("fp32", request.precision)]
+                for _ in range(request.repeats) for precision in (request.baseline, request.precision)]
         return JobSpec(kind="compare", runs=runs, label=request.describe())
+
+    def lab_comparison(self) -> tuple[JobSpec, list[str]]:
+        """The lab's own comparison, as its scripts run: fp32 as PyTorch defaults it (TF32 convolutions on an Ampere
+        or newer GPU) against amp-fp16 with its GradScaler, the lab's DataLoader, batch 256, 5 epochs, the whole
+        split of CIFAR-10; and one line for each way this server has to run it differently (the synthetic
+        stand-in, the instructor's limits, fp16's subset on a CPU)."""
+        request = LAB_COMPARISON
+        notes = []
+        if not self.cifar10_ok:
+            request = replace(request, data="synthetic")
+            notes.append("on the synthetic stand-in: CIFAR-10 is not in this server's data folder")
+        limits = {"epochs": self.settings.max_epochs, "batch_size": self.settings.max_batch_size}
+        for name, limit in limits.items():
+            if getattr(request, name) > limit:
+                request = replace(request, **{name: limit})
+                notes.append(f"{name.replace('_', ' ')} {limit}, this server's limit (the lab's is "
+                             f"{getattr(LAB_COMPARISON, name)})")
+        support = self.support or mode_support(DeviceFacts(self.device_type))
+        subset_limits = [limit for limit in (self.settings.max_subset, support.max_images.get(request.precision))
+                         if limit is not None]
+        if subset_limits:
+            request = replace(request, subset=min(subset_limits))
+            why = ("amp-fp16 is tens of times slower than fp32 on this CPU" if support.max_images.get(
+                request.precision) == request.subset else "this server's limit")
+            notes.append(f"on the first {request.subset:,} training images, not all 50,000: {why}")
+        spec = self.comparison(request)
+        spec.label = "the lab's comparison: " + spec.label
+        return spec, notes
 
     def quick_demo(self) -> JobSpec:
         """A comparison small enough to finish in a minute or two: synthetic data held on the device, a subset, one

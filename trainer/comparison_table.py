@@ -17,6 +17,8 @@ MEMORY_SHORT_NAMES = {
     "nvml_device_used": "GPU in use, all processes (nvidia-smi)",
     "process_rss_growth": "Process RSS growth",
 }
+# The lab's table names each mode exactly (mode_name): the AMP modes here, the fp32 ones from what the run recorded.
+EXACT_NAMES = {"amp-fp16": "AMP fp16 + GradScaler", "amp-bf16": "AMP bf16"}
 COLUMNS_METRIC, COLUMNS_CHANGE = "Metric", "Improvement"
 # The memory figure a comparison is summed up by (the sentence that interprets it, the class's table): the first of
 # these both runs have, one fixed figure (quoting whichever shrank most overstated the saving). PyTorch's own peak
@@ -166,11 +168,32 @@ def lab_reference_table() -> ComparisonTable:
     return ComparisonTable((COLUMNS_METRIC, "FP32 (lab)", "AMP (lab)", COLUMNS_CHANGE), rows, [ref["source"]])
 
 
+def mode_name(result: RunResult) -> str:
+    """The exact mode a run trained in, as its table column says it: which fp32 (TF32 convolutions or not, read from
+    what the run recorded), and whether fp16 ran with its GradScaler."""
+    env, precision = result.environment, result.precision
+    if precision == "fp32":
+        return "FP32 (TF32 off)" if env.get("tf32_capable") else "FP32"
+    if precision == "fp32-default":
+        return "FP32 (PyTorch defaults: TF32 convs)" if env.get("tf32_in_effect") else "FP32 (PyTorch defaults)"
+    return EXACT_NAMES.get(precision, precision_name(precision))
+
+
+def lab_differences(baseline: RunResult, candidate: RunResult) -> list[str]:
+    """How a comparison ran differently from the lab's own (LAB_REFERENCE's settings), one phrase each."""
+    lab = LAB_REFERENCE["settings"]
+    ours = {"baseline": baseline.precision, "candidate": candidate.precision, "epochs": baseline.config.epochs,
+            "batch_size": baseline.config.batch_size, "data": baseline.config.data, "loader": baseline.config.loader,
+            "subset": baseline.config.subset, "width": baseline.config.width}
+    shown = {"subset": lambda n: "all 50,000 images" if n is None else f"{n:,} images",
+             "data": lambda name: {"cifar10": "CIFAR-10"}.get(name, name)}
+    return [f"{name.replace('_', ' ')} {shown.get(name, str)(ours[name])} (the lab's: {shown.get(name, str)(lab[name])})"
+            for name in lab if ours[name] != lab[name]]
+
+
 def _column_names(baseline: RunResult, candidate: RunResult) -> tuple[str, str]:
-    """The lab's headers (FP32, AMP) for the usual comparison; precision names for any other pair."""
-    if baseline.precision == "fp32" and candidate.precision in ("amp-fp16", "amp-bf16"):
-        return "FP32", "AMP"
-    base_name, cand_name = precision_name(baseline.precision), precision_name(candidate.precision)
+    """The exact modes of the two runs; told apart when they are the same mode."""
+    base_name, cand_name = mode_name(baseline), mode_name(candidate)
     if base_name == cand_name:
         return f"{base_name} (first)", f"{cand_name} (second)"
     return base_name, cand_name

@@ -98,7 +98,15 @@ def capture_environment(device: torch.device) -> dict:
             gpu_uuid=f"GPU-{props.uuid}",
         )
     env["tf32_in_effect"] = tf32_in_effect(env)
+    env["tf32_capable"] = tf32_capable(env)
     return env
+
+
+def tf32_capable(env: dict) -> bool:
+    """Whether the run's device has TF32 at all (a GPU of compute capability 8.0 or newer), its switch on or off."""
+    capability = env.get("compute_capability")
+    return env.get("device_type") == "cuda" and bool(capability) and (
+        DeviceFacts("cuda", capability).capability >= TF32_MIN_CAPABILITY)
 
 
 def tf32_in_effect(env: dict) -> bool:
@@ -107,10 +115,7 @@ def tf32_in_effect(env: dict) -> bool:
     The switches are CUDA's and are recorded on every device, so a CPU run of fp32-default records cuDNN's
     switch as "tf32" (PyTorch's default) although no TF32 arithmetic exists there; this says what happened.
     """
-    capability = env.get("compute_capability")
-    if env.get("device_type") != "cuda" or not capability:
-        return False
-    return bool(env.get("cudnn_allow_tf32")) and DeviceFacts("cuda", capability).capability >= TF32_MIN_CAPABILITY
+    return bool(env.get("cudnn_allow_tf32")) and tf32_capable(env)
 
 
 @dataclass

@@ -17,6 +17,10 @@ LAB_REFERENCE = {
     "amp_time_s": 48.0,
     "fp32_peak_memory_bytes": int(1.8e9),
     "amp_peak_memory_bytes": int(1.1e9),
+    # How the lab's scripts ran (lab/fp32_baseline.py, lab/amp_training.py): fp32 as PyTorch defaults it, amp-fp16
+    # with its GradScaler, the DataLoader, the whole split.
+    "settings": {"baseline": "fp32-default", "candidate": "amp-fp16", "epochs": 5, "batch_size": 256,
+                 "data": "cifar10", "loader": "dataloader", "subset": None, "width": 1},
 }
 
 # Labels of the memory figures, so that every page and table names them the same way.

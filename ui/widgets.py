@@ -13,7 +13,7 @@ from server.devices import Slot
 from server.instructor import Capacity
 from server.records import JobSpec, JobView
 from server.settings import Settings
-from trainer.comparison_table import format_seconds, precision_name
+from trainer.comparison_table import format_seconds, lab_differences, precision_name
 from trainer.environment import HardwareReport
 from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts
@@ -221,6 +221,9 @@ def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_referen
             st.markdown("**The lab's reference figures** (not your run)")
             st.table(charts.lab_reference_table(), hide_index=True)
             st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
+        differs = lab_differences(baseline, candidate)
+        st.caption("**Yours beside the lab's:** " + ("; ".join(differs) + "." if differs else
+                                                   "the same modes and settings as the lab's own comparison."))
     else:
         st.table(table, hide_index=True)
     st.markdown(f"**What this says:** {interpret(baseline, candidate, interval, runs=list(runs.values()))}")

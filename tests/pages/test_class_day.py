@@ -125,3 +125,27 @@ def test_the_consoles_kinds_of_job_are_saved_for_every_learner(app_on_server):
     next(b for b in at.button if b.label == "Save for the class").click().run()
     open_page(at, "when_amp_pays")
     assert not next(b for b in at.button if b.label == "Queue the sweep").disabled
+
+
+def test_the_labs_own_comparison_is_one_click_and_results_names_both_modes_exactly(app_on_server, state_dir):
+    from server.history import HistoryStore
+    from tests.server.test_history import make_job
+
+    at = app_on_server(DEVICE="cpu")
+    manager().pause()
+    open_page(at, "run_experiment")
+    assert any("Here it runs on the synthetic stand-in" in m for m in texts(at.markdown))
+    next(b for b in at.button if b.label == "Run the lab's comparison").click().run()
+    (job,) = manager().queue_views()
+    assert [run.precision for run in job.spec.runs] == ["fp32-default", "amp-fp16"]
+    first = job.spec.runs[0]
+    assert (first.epochs, first.batch_size, first.loader, first.subset) == (5, 256, "dataloader", 5000)  # fp16, a CPU
+    manager().cancel_any(job.id)
+
+    me = at.session_state["amp_lab_learner"].id
+    HistoryStore(state_dir / "history.sqlite3").save_job(
+        make_job("l" * 32, precisions=("fp32-default", "amp-fp16"), learner_id=me, label="the lab's comparison"))
+    open_page(at, "results")
+    assert list(at.table[0].value.columns) == ["Metric", "FP32 (PyTorch defaults)", "AMP fp16 + GradScaler",
+                                               "Improvement"]
+    assert any(c.startswith("**Yours beside the lab's:** epochs 1 (the lab's: 5)") for c in texts(at.caption))

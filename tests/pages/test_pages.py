@@ -117,7 +117,7 @@ def test_run_page_offers_the_labs_settings(app):
     assert app.radio(key="run_data").options == ["synthetic (CIFAR-shaped, generated)"]  # no CIFAR-10 in the data root
     assert any("CIFAR-10 is not offered" in c for c in texts(app.caption))
     assert any(i.startswith("**Estimated time for both runs:** about") for i in texts(app.info))
-    assert [b.label for b in app.button] == ["Lock in my guess", "Just show me", "Run"]  # guess first, then run
+    assert [b.label for b in app.button] == ["Lock in my guess", "Just show me", "Run", "Run the lab's comparison"]
     assert "Nothing yet" in "".join(texts(app.caption))
     reference = next(e for e in app.expander if e.label.startswith("Reference results recorded on a"))
     shown = [m.value for m in reference.markdown if m.value.startswith("**Reference, not yours:**")]
@@ -321,8 +321,8 @@ def test_results_page_shows_a_repeated_comparison_with_its_range_and_doubt(app, 
     assert any(c.startswith("**Uncertain:** the timing of") for c in texts(app.caption))
     ours = app.table[0].value
     assert "Speedup over 3 alternating pairs" in ours["Metric"].tolist()
-    assert ours.iloc[0][["FP32", "AMP"]].tolist() == [format_seconds(baseline.total_time_s),
-                                                      format_seconds(candidate.total_time_s)]
+    assert ours.iloc[0][["FP32", "AMP bf16"]].tolist() == [format_seconds(baseline.total_time_s),
+                                                           format_seconds(candidate.total_time_s)]
     assert any(m.startswith("**What this says:** amp-bf16 took") and "changes the figure, not the direction" in m
                for m in texts(app.markdown))  # bf16 emulated on this CPU: the cause first, the noise after
     # Each run under the name the Run page gave it while it trained, noisy ones with their reasons.
@@ -379,7 +379,7 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
 
     open_page(app, "results")
     ours, reference = app.table[0].value, app.table[1].value
-    assert list(ours.columns) == ["Metric", "FP32", "AMP", "Improvement"]
+    assert list(ours.columns) == ["Metric", "FP32", "AMP bf16", "Improvement"]  # each mode by its exact name
     assert ours["Metric"].tolist()[0] == "Training time (1 epoch)"
     assert "Test accuracy" in ours["Metric"].tolist()
     assert list(reference.columns) == ["Metric", "FP32 (lab)", "AMP (lab)", "Improvement"]

@@ -156,7 +156,7 @@ def one_compare(tmp_path_factory):
 def test_compare_runs_both_modes_and_prints_the_table(one_compare):
     out, saved = one_compare
     header = next(line for line in out.splitlines() if line.startswith("Metric"))
-    assert [cell.strip() for cell in header.split(" | ")][1:] == ["FP32", "AMP", "Improvement"]
+    assert [cell.strip() for cell in header.split(" | ")][1:] == ["FP32", "AMP bf16", "Improvement"]
     for row in ("Training time (1 epoch)", "Throughput (images/s after", "Peak memory: Process RSS growth",
                 "Test accuracy"):
         assert row in out

@@ -13,7 +13,7 @@ def by_metric(built):
 
 def test_the_labs_table_is_computed_from_two_runs():
     built = comparison_table(*lab_pair())
-    assert built.columns == ("Metric", "FP32", "AMP", "Improvement")
+    assert built.columns == ("Metric", "FP32", "AMP fp16 + GradScaler", "Improvement")  # each mode by its name
     rows = by_metric(built)
     assert rows["Training time (2 epochs)"] == ["75.0 s", "48.0 s", "1.56x faster (36% less time)"]
     assert rows["Peak memory: PyTorch allocated"] == ["1.80 GB", "1.10 GB", "39% less"]
@@ -94,3 +94,20 @@ def test_the_table_shows_each_runs_timing_quality_and_the_reasons_of_a_noisy_one
     built = comparison_table(baseline, candidate)
     assert by_metric(built)["Timing quality"] == ["noisy (spread 31%)", "steady (spread 2%)", ""]
     assert "timing (fp32): noisy: other processes used 48% of the 2 CPU cores" in built.notes
+
+
+def test_each_column_names_its_exact_mode_and_a_comparison_says_how_it_differs_from_the_labs():
+    from trainer.comparison_table import lab_differences, mode_name
+
+    baseline, candidate = make_result("fp32-default", 75.0), make_result("amp-fp16", 48.0)
+    assert mode_name(baseline) == "FP32 (PyTorch defaults)"  # a CPU: no TF32
+    baseline.environment.update(device_type="cuda", tf32_in_effect=True, tf32_capable=True)
+    assert mode_name(baseline) == "FP32 (PyTorch defaults: TF32 convs)"
+    strict = make_result("fp32", 75.0, environment={"device_type": "cuda", "tf32_capable": True})
+    assert (mode_name(strict), mode_name(make_result("fp32"))) == ("FP32 (TF32 off)", "FP32")
+    assert (mode_name(candidate), mode_name(make_result("amp-bf16"))) == ("AMP fp16 + GradScaler", "AMP bf16")
+    assert lab_differences(baseline, candidate) == [
+        "epochs 2 (the lab's: 5)", "data synthetic (the lab's: CIFAR-10)",
+        "subset 4,096 images (the lab's: all 50,000 images)"]
+    lab = make_result("fp32-default", config={"epochs": 5, "data": "cifar10", "subset": None})
+    assert lab_differences(lab, make_result("amp-fp16", config={"epochs": 5, "data": "cifar10", "subset": None})) == []

@@ -175,7 +175,7 @@ def test_throughput_chart_without_any_steady_figure_says_why_in_its_title():
 
 def test_comparison_table_is_a_frame_of_the_shared_table():
     frame = charts.comparison_table(*lab_pair())
-    assert list(frame.columns) == ["Metric", "FP32", "AMP", "Improvement"]
+    assert list(frame.columns) == ["Metric", "FP32", "AMP fp16 + GradScaler", "Improvement"]
     assert frame.iloc[0].tolist() == ["Training time (2 epochs)", "75.0 s", "48.0 s", "1.56x faster (36% less time)"]
     assert list(charts.lab_reference_table().columns) == ["Metric", "FP32 (lab)", "AMP (lab)", "Improvement"]
 
