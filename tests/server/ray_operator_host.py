@@ -21,7 +21,7 @@ def main(address: str, state: Path) -> None:
     offer = Offer.for_device(settings, manager.device_type)
     # Long enough (hundreds of steps of 32 images) to be running on both nodes when the second one leaves; fp32 in
     # both runs (fp32-default is fp32 on a CPU), since bf16 is emulated, and slow, on CPUs without bf16 units.
-    long = ComparisonRequest(precision="fp32-default", epochs=4, batch_size=32, subset=2048, data="synthetic",
+    long = ComparisonRequest(precision="fp32-default", epochs=2, batch_size=32, subset=2048, data="synthetic",
                              loader="resident")
     ids = []
     for learner in ("ada", "bob"):

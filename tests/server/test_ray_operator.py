@@ -68,11 +68,11 @@ def test_a_class_on_a_two_node_cluster_started_with_ray_start(operator_cluster, 
 
     out = tmp_path / "class.json"
     sim = subprocess.run([sys.executable, "-m", "bench.class_sim", "--backend", "ray", "--ray-address", address,
-                          "--learners", "4", "--timeout", "240", "--json", str(out)],
+                          "--learners", "2", "--timeout", "240", "--json", str(out)],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert sim.returncode == 0, sim.stderr[-3000:]
     figures = json.loads(out.read_text())
-    assert (figures["finished"], figures["lost"], figures["duplicated"], figures["refused"]) == (4, 0, 0, [])
+    assert (figures["finished"], figures["lost"], figures["duplicated"], figures["refused"]) == (2, 0, 0, [])
     assert figures["nodes"] == 2 and figures["nodes_used"] == 2 and figures["max_concurrent_runs"] == 2
 
     # The app's own path (settings.ray_address), and a node that leaves mid-job: that job fails in one line, the
