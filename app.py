@@ -22,6 +22,7 @@ pages = {
     ],
     "Experiment": [
         st.Page("pages/run_experiment.py", title="Run the experiment", url_path="run"),
+        st.Page("pages/safeguards.py", title="AMP without its safeguards", url_path="safeguards"),
     ],
     "Results": [
         st.Page("pages/results.py", title="Results", url_path="results"),

@@ -228,6 +228,8 @@ if ablations:
         st.caption("A finished amp-fp16 run with the default scaler (a comparison from the Run page, or the tiny run "
                    "above) draws the default's flat line beside it.")
 
+st.page_link("pages/safeguards.py", label="Watch a run without its scaler: AMP without its safeguards", icon="🧯")
+
 st.subheader("Simulate the scaler")
 st.markdown(
     "Change the scaler's settings and the gradients it meets, and watch the scale it ends up using. A step "

@@ -10,14 +10,16 @@ from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, named_re
 
 st.title("Results")
 
-mine = [job for job in reversed(jobs.my_jobs()) if job.kind == "compare"]
+# The safeguards lesson's pairs are deliberate failures, read on their own page, not timed as comparisons here.
+mine = [job for job in reversed(jobs.my_jobs()) if job.kind == "compare" and job.spec.purpose != "safeguards"]
 mine_done = [job for job in mine if job.status == "done"]
 if mine and mine[0].status in ("failed", "cancelled"):
     st.warning(f"Your latest comparison ({mine[0].label}) {mine[0].status}: {mine[0].error}")
 
 # Your comparisons (newest first); the whole class's on request; a shared link's in any case.
 class_wide = jobs.whole_class("results_whose")
-listed = jobs.mine_then_class(kind="compare", status="done", limit=100) if class_wide else mine_done
+listed = ([job for job in jobs.mine_then_class(kind="compare", status="done", limit=100)
+           if job.spec.purpose != "safeguards"] if class_wide else mine_done)
 options = {job.id: job for job in listed}
 
 requested = st.query_params.get("job")
@@ -58,6 +60,11 @@ def describe(job) -> str:
 labels = {job_id: describe(job) for job_id, job in options.items()}  # computed once, in this run
 job_id = st.selectbox("Comparison", ids, index=ids.index(requested) if requested else 0, format_func=labels.get)
 job = options[job_id]
+if job.spec.purpose == "safeguards":
+    st.warning("This pair is a deliberate failure: AMP with one of its safeguards taken away. Its speed is not the "
+               "point; what it lost is read on its own page.")
+    st.page_link("pages/safeguards.py", label="AMP without its safeguards", icon="🧯")
+    st.stop()
 results = job.results
 if len(results) < 2:
     st.error("This comparison has fewer than two finished runs, so there is nothing to compare.")

@@ -2,9 +2,10 @@
 server's history file so that it survives restarts.
 
 Class mode (the default) is safe for 30 learners on one worker: the quick demo once, two comparisons, the tiny fp16
-run and the scaler ablation once each per learner; sweeps and time breakdowns, which take many times a comparison's
-time, off until the instructor turns them on. Open mode lets everyone queue anything, as often as the queue limits
-allow (a workshop of a few, or one learner on their own machine).
+run and the scaler ablation once each per learner, and two pairs without one of AMP's safeguards (one of each);
+sweeps and time breakdowns, which take many times a comparison's time, off until the instructor turns them on.
+Open mode lets everyone queue anything, as often as the queue limits allow (a workshop of a few, or one learner on
+their own machine).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ CLASS_MODE = {
     "breakdown": KindRule(False, 1),
     "tiny-fp16": KindRule(True, 1),
     "ablation": KindRule(True, 1),
+    "safeguards": KindRule(True, 2),
     "run": KindRule(True, None),
 }
 OPEN_MODE = {purpose: KindRule() for purpose in JOB_PURPOSES}

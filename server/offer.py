@@ -16,7 +16,7 @@ from server.kinds import KindPolicy
 from server.records import MAX_COMPARE_PAIRS, MAX_SWEEP_RUNS, JobSpec
 from server.settings import Settings
 from trainer.capabilities import DeviceFacts, ModeSupport, mode_support
-from trainer.config import AMP_PRECISIONS, DATA_SOURCES, LOADERS, WIDTHS, RunConfig
+from trainer.config import AMP_PRECISIONS, DATA_SOURCES, LOADERS, SAFEGUARD_FAILURES, WIDTHS, RunConfig
 from trainer.datasets import cifar10_available
 from trainer.errors import ConfigError
 from trainer.results import LAB_REFERENCE
@@ -48,6 +48,15 @@ ABLATION_INIT_EXPONENT = 24  # the scaler starts far too high, at 2^24 ...
 ABLATION_GROWTH_INTERVAL = 5  # ... and tries a higher scale after only 5 good steps
 ABLATION_LABEL = (f"scaler ablation: amp-fp16 starting at 2^{ABLATION_INIT_EXPONENT}, growing after "
                   f"{ABLATION_GROWTH_INTERVAL} good steps")
+# The safeguards lesson: amp-fp16 beside the same run without one safeguard, every step's gradients and updates
+# counted. On a CPU fp16 is tens of times slower than fp32: 48 steps of 32 images, about 15 s a run on a 2-core AVX2
+# EPYC; a GPU takes three epochs of 10,000 images in seconds.
+SAFEGUARD_SIZES = {"cpu": dict(subset=1536, batch_size=32, epochs=1),
+                   "cuda": dict(subset=10_000, batch_size=128, epochs=3)}
+SAFEGUARD_LOG_POINTS = 24
+SAFEGUARD_SHRINKS = (0, 8, 12, 16)  # loss x 2^-n: gradients 2^n times smaller (RunConfig.loss_shrink_log2)
+SAFEGUARD_DEFAULT_SHRINK = 16
+SAFEGUARD_LABELS = {"no-scaler": "without the GradScaler", "no-master-weights": "without fp32 master weights"}
 
 
 def subset_name(subset: int | None) -> str:
@@ -375,6 +384,32 @@ class Offer:
                          data="synthetic", loader="resident", subset=subset, test_subset=64, num_workers=0,
                          log_every=1, warmup_steps=1, **scaler)
 
+    def safeguard_demo(self, safeguard: str, shrink_log2: int = SAFEGUARD_DEFAULT_SHRINK) -> JobSpec:
+        """amp-fp16 beside the same run without one of its safeguards (trainer.config.SAFEGUARD_FAILURES), both counting
+        every step's zero gradients and rounded-away updates: a deliberate failure, labelled so. Without the scaler,
+        the loss is shrunk by 2^-shrink_log2 in both runs (the learning rate grown to match), so that the gradients
+        are as small as a deeper model's; the weights' failure needs no help and runs at the lab's loss."""
+        if safeguard not in SAFEGUARD_FAILURES:
+            raise ConfigError(f"unknown safeguard {safeguard!r}: choose one of {', '.join(SAFEGUARD_FAILURES)}")
+        if shrink_log2 not in SAFEGUARD_SHRINKS:
+            raise ConfigError(f"the loss shrink is one of 2^-{', 2^-'.join(map(str, SAFEGUARD_SHRINKS))}, "
+                              f"got 2^-{shrink_log2}")
+        shrink = shrink_log2 if safeguard == "no-scaler" else 0
+        sizes = SAFEGUARD_SIZES.get(self.device_type, SAFEGUARD_SIZES["cpu"])
+        subset = min(sizes["subset"], self.settings.max_subset or sizes["subset"])
+        batch_size = min(sizes["batch_size"], self.settings.max_batch_size)
+        epochs = min(sizes["epochs"], self.settings.max_epochs)
+        steps = epochs * -(-subset // batch_size)
+        guarded = RunConfig(precision="amp-fp16", epochs=epochs, batch_size=batch_size, data=self.default_data,
+                            loader="resident", subset=subset, test_subset=min(subset, TEST_IMAGES_FOR_SUBSETS),
+                            num_workers=0, warmup_steps=1, log_every=max(1, steps // SAFEGUARD_LOG_POINTS),
+                            loss_shrink_log2=shrink, track_updates=True)
+        failure = SAFEGUARD_FAILURES[safeguard]
+        label = (f"deliberate failure, {SAFEGUARD_LABELS[safeguard]}: amp-fp16 vs {failure}"
+                 + (f", loss x 2^-{shrink}" if shrink else ""))
+        return JobSpec(kind="compare", runs=[guarded, replace(guarded, precision=failure)], label=label,
+                       purpose="safeguards")
+
     def starting_jobs(self) -> dict[str, JobSpec]:
         """Each kind of job a page offers, as it starts (the presets, the sweep's and breakdown's defaults): what
         the console estimates per kind and the planner counts. A kind this server cannot build is left out."""
@@ -387,6 +422,7 @@ class Offer:
             "breakdown": lambda: self.breakdown("fp32", self.start().batch_size),
             "tiny-fp16": self.tiny_fp16_run,
             "ablation": self.scaler_ablation,
+            "safeguards": lambda: self.safeguard_demo("no-scaler"),
         }
         jobs = {}
         for purpose, build in builders.items():
@@ -410,6 +446,10 @@ class Offer:
         if refusal:
             raise ConfigError(refusal)
         runs = [replace(run, data_root=self.settings.data_root, device=self.device_type) for run in spec.runs]
+        failures = [run.precision for run in runs if run.is_failure]
+        if failures and spec.purpose != "safeguards":
+            raise ConfigError(f"{failures[0]} is a deliberate failure: it runs only in the lesson on AMP without its "
+                              "safeguards")
         refused = self.support.refused if self.support is not None else None
         for run in runs:
             run.validate(refused)

@@ -30,6 +30,7 @@ JOB_PURPOSES = {
     "breakdown": "time breakdowns",
     "tiny-fp16": "tiny amp-fp16 runs",
     "ablation": "scaler ablations",
+    "safeguards": "runs without AMP's safeguards",
     "run": "single runs",
 }
 # A job recorded before purposes existed is what its kind was for.

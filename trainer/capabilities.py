@@ -12,12 +12,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from trainer.config import PRECISIONS
+from trainer.config import FAILURE_PRECISIONS, PRECISIONS, TRAINING_PRECISIONS
 from trainer.errors import ConfigError, TrainerError, UnsupportedModeError
 
 # The modes the autocast trace shows besides the training modes: the whole model cast to 16 bits (not AMP).
 WHOLE_MODEL_MODES = ("fp16-true", "bf16-true")
-ALL_MODES = PRECISIONS + WHOLE_MODEL_MODES
+ALL_MODES = tuple(dict.fromkeys(TRAINING_PRECISIONS + WHOLE_MODEL_MODES))
+# The modes that compute in fp16 on a CPU, each as slow there as amp-fp16 (CPU_FP16_WARNING).
+CPU_FP16_MODES = ("amp-fp16", *FAILURE_PRECISIONS)
 DEVICE_TYPES = ("cpu", "cuda")
 TF32_MIN_CAPABILITY = (8, 0)  # TF32 Tensor Core math arrived with Ampere (NVIDIA's A100 whitepaper)
 
@@ -32,7 +34,7 @@ CPU_FP16_WARNING = (
 # images at most (a minute or two on a CPU), and says so in one message.
 CPU_FP16_MAX_IMAGES = 5000
 CPU_FP16_SIZE_REFUSAL = (
-    "amp-fp16 on a CPU without AMX-FP16 units (most CPUs) is tens of times slower than fp32, so this server runs it "
+    "{mode} on a CPU without AMX-FP16 units (most CPUs) is tens of times slower than fp32, so this server runs it "
     "only on at most {limit:,} training images: pick a smaller subset, or amp-bf16"
 )
 CPU_FP32_DEFAULT_NOTE = (
@@ -190,7 +192,7 @@ class ModeSupport:
         limit = self.max_images.get(mode)
         if limit is None or (images is not None and images <= limit):
             return None
-        return CPU_FP16_SIZE_REFUSAL.format(limit=limit)
+        return CPU_FP16_SIZE_REFUSAL.format(mode=mode, limit=limit)
 
 
 def mode_support(facts: DeviceFacts) -> ModeSupport:
@@ -201,7 +203,7 @@ def mode_support(facts: DeviceFacts) -> ModeSupport:
     if facts.device_type == "cpu":
         refused["tf32"] = "tf32 needs an NVIDIA GPU (compute capability 8.0 or newer); this run is on the CPU"
         warnings["amp-fp16"] = CPU_FP16_WARNING
-        max_images["amp-fp16"] = CPU_FP16_MAX_IMAGES
+        max_images.update({mode: CPU_FP16_MAX_IMAGES for mode in CPU_FP16_MODES})
         warnings["fp32-default"], same_as["fp32-default"] = CPU_FP32_DEFAULT_NOTE, "fp32"
     elif facts.device_type == "cuda":
         if facts.capability < TF32_MIN_CAPABILITY:

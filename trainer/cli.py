@@ -16,6 +16,7 @@ from trainer.config import (
     DEVICES,
     LOADERS,
     PRECISIONS,
+    TRAINING_PRECISIONS,
     WIDTHS,
     RunConfig,
 )
@@ -51,10 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="{run,compare}")
     run = commands.add_parser("run", help="train one run and print the lab's log and a summary",
                               epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("--precision", default="fp32", choices=PRECISIONS,
+    run.add_argument("--precision", default="fp32", choices=TRAINING_PRECISIONS,
                      help="number format mode (default fp32): fp32 is strict fp32 (TF32 off); fp32-default leaves "
                           "TF32 as PyTorch sets it, as the lab's script runs (convolutions in TF32 on Ampere or "
-                          "newer); tf32 turns it on for matmuls too; amp-fp16 and amp-bf16 are AMP")
+                          "newer); tf32 turns it on for matmuls too; amp-fp16 and amp-bf16 are AMP; "
+                          "amp-fp16-unscaled (no GradScaler) and fp16-true (the model in fp16, no fp32 master "
+                          "weights) are deliberate failures")
     _add_run_options(run)
     run.set_defaults(handler=_run_command)
     comp = commands.add_parser("compare", help="run fp32 and an AMP mode in fresh processes and compare them",
@@ -101,13 +104,18 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--growth-interval", type=int, default=DEFAULT_GROWTH_INTERVAL, metavar="STEPS",
                         help=f"amp-fp16: good steps in a row before the GradScaler doubles the scale "
                              f"(default {DEFAULT_GROWTH_INTERVAL}, GradScaler's own)")
+    parser.add_argument("--loss-shrink-log2", type=int, default=0, metavar="N",
+                        help="multiply the loss by 2^-N and the learning rate by 2^N: the same training in fp32, "
+                             "with gradients 2^N times smaller (default 0)")
+    parser.add_argument("--track-updates", action="store_true",
+                        help="count zero gradients and updates rounded away, every step (adds a sync per step)")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the result(s) as JSON to PATH")
 
 
 # The run options named as RunConfig's fields; the other three are spelled differently on the command line.
 _SAME_NAMES = ("epochs", "batch_size", "data", "data_root", "loader", "subset", "test_subset", "width", "channels_last",
                "cudnn_benchmark", "device", "seed", "log_every", "warmup_steps", "min_steady_s", "breakdown",
-               "loss_scale_init")
+               "loss_scale_init", "loss_shrink_log2", "track_updates")
 
 
 def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
@@ -260,6 +268,11 @@ def summary(result: RunResult) -> str:
     if result.loss_scale_history:
         final = result.loss_scale_history[-1]["scale"]
         lines.append(f"  skipped steps: {result.skipped_steps} of {result.total_steps} (final loss scale {final:g})")
+    if result.update_counts:
+        stalled = result.stalled_update_share
+        lines.append(f"  zero gradients: {result.zero_grad_share:.2%} of every gradient element; updates rounded "
+                     "away: " + ("none moved" if stalled is None else f"{stalled:.3%} of the weights with a "
+                                                                           "nonzero gradient"))
     if result.data_wait_s is not None:
         lines.append(f"  breakdown: waiting for data {result.data_wait_s:.2f} s, computing {result.compute_s:.2f} s")
     quality = result.timing_quality

@@ -8,7 +8,10 @@ from dataclasses import dataclass, field
 from trainer.results import LAB_REFERENCE, MEMORY_LABELS, RunResult, SpeedupInterval, compare
 
 PRECISION_NAMES = {"fp32": "FP32", "fp32-default": "FP32 (PyTorch defaults)", "tf32": "TF32", "amp-fp16": "AMP (fp16)",
-                   "amp-bf16": "AMP (bf16)"}
+                   "amp-bf16": "AMP (bf16)",
+                   # the deliberate failures (trainer.config.FAILURE_PRECISIONS) say so wherever they are named
+                   "amp-fp16-unscaled": "AMP (fp16), no GradScaler: deliberate failure",
+                   "fp16-true": "pure fp16, no fp32 master weights: deliberate failure"}
 # Short names for table rows and chart axes; MEMORY_LABELS holds the full description of each figure.
 MEMORY_SHORT_NAMES = {
     "torch_max_allocated": "PyTorch allocated",

@@ -11,6 +11,18 @@ from trainer.known_fields import from_known_fields
 # fp32 is strict fp32 (TF32 off); fp32-default leaves the TF32 switches as PyTorch sets them, as the lab's script does.
 PRECISIONS = ("fp32", "fp32-default", "tf32", "amp-fp16", "amp-bf16")
 AMP_PRECISIONS = ("amp-fp16", "amp-bf16")
+# Deliberate failures, for the lesson that shows what AMP's safeguards prevent (pages/safeguards.py): amp-fp16 without
+# its GradScaler, and pure fp16 (the whole model, its weights and optimizer state in fp16: no fp32 master weights).
+# The trainer runs them when asked by name; the class server admits them only in that lesson's jobs.
+FAILURE_PRECISIONS = ("amp-fp16-unscaled", "fp16-true")
+SAFEGUARD_FAILURES = {"no-scaler": "amp-fp16-unscaled", "no-master-weights": "fp16-true"}  # safeguard -> its failure
+TRAINING_PRECISIONS = PRECISIONS + FAILURE_PRECISIONS
+FAILURE_NOTES = {
+    "amp-fp16-unscaled": "amp-fp16-unscaled is a deliberate failure: fp16 autocast without the GradScaler, so small "
+                         "gradients underflow to zero in the backward pass",
+    "fp16-true": "fp16-true is a deliberate failure: the whole model, its weights and momentum in fp16 with no fp32 "
+                 "master copy, so updates smaller than half a weight's fp16 spacing round away",
+}
 DATA_SOURCES = ("cifar10", "synthetic")
 LOADERS = ("dataloader", "resident")
 WIDTHS = (1, 2, 4, 8)
@@ -23,6 +35,7 @@ MAX_MIN_STEADY_S = 60
 DEFAULT_LOSS_SCALE = 2.0**16  # GradScaler's own defaults: start at 65536, grow after 2000 good steps in a row
 DEFAULT_GROWTH_INTERVAL = 2000
 MAX_LOSS_SCALE = 2.0**32
+MAX_LOSS_SHRINK_LOG2 = 24
 
 
 def check_precision(precision: object, refused: Mapping[str, str] | None = None) -> None:
@@ -30,8 +43,9 @@ def check_precision(precision: object, refused: Mapping[str, str] | None = None)
     reason) where `refused` (a device's, trainer.capabilities.ModeSupport.refused) refuses it.
 
     A run's precision is checked at three places: the server's door (with the device's refusals), the run's own
-    process when it starts training (RunConfig.validate), and the precision policy there (with its device's)."""
-    if precision not in PRECISIONS:
+    process when it starts training (RunConfig.validate), and the precision policy there (with its device's). The
+    deliberate failures (FAILURE_PRECISIONS) are known here; the server's door decides where they may run."""
+    if precision not in TRAINING_PRECISIONS:
         raise ConfigError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)}")
     if refused and precision in refused:
         raise UnsupportedModeError(refused[precision])
@@ -41,7 +55,7 @@ def check_precision(precision: object, refused: Mapping[str, str] | None = None)
 class RunConfig:
     """One run: the lab's hyperparameters plus the knobs this app adds."""
 
-    precision: str = "fp32"  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16
+    precision: str = "fp32"  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16, or one of FAILURE_PRECISIONS
     epochs: int = 5
     batch_size: int = 256
     data: str = "cifar10"  # cifar10 | synthetic
@@ -64,6 +78,10 @@ class RunConfig:
     min_steady_s: float = 0.0  # add whole epochs until the steady window lasts this long (sweeps on fast GPUs)
     loss_scale_init: float = DEFAULT_LOSS_SCALE  # amp-fp16's GradScaler: the scale it starts from (1 to 2^32)
     loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL  # good steps in a row before it doubles the scale
+    # The loss x 2^-n and the learning rate x 2^n: in fp32 the very same training (a power of two scales exactly),
+    # with every gradient 2^n times smaller, as a deeper model's are (the safeguards lesson). 0: the lab's.
+    loss_shrink_log2: int = 0
+    track_updates: bool = False  # record the shares of zero gradients and of updates rounded away (syncs per step)
 
     def validate(self, refused: Mapping[str, str] | None = None) -> "RunConfig":
         """Raise ConfigError with one clear line for the first bad value (UnsupportedModeError for a precision that
@@ -92,6 +110,9 @@ class RunConfig:
         ):
             raise ConfigError(f"the initial loss scale must be 1 to 2^32, got {self.loss_scale_init!r}")
         _int_range("loss scale growth interval", self.loss_scale_growth_interval, 1, 1_000_000)
+        _int_range("loss_shrink_log2", self.loss_shrink_log2, 0, MAX_LOSS_SHRINK_LOG2)
+        if not isinstance(self.track_updates, bool):
+            raise ConfigError(f"track_updates is true or false, got {self.track_updates!r}")
         if not (0 < self.lr < 10):
             raise ConfigError(f"learning rate must be between 0 and 10, got {self.lr}")
         if not (0 <= self.momentum < 1):
@@ -106,6 +127,21 @@ class RunConfig:
     @property
     def is_amp(self) -> bool:
         return self.precision in AMP_PRECISIONS
+
+    @property
+    def is_failure(self) -> bool:
+        """A deliberate failure (FAILURE_PRECISIONS), whose results are labelled so wherever they appear."""
+        return self.precision in FAILURE_PRECISIONS
+
+    @property
+    def loss_factor(self) -> float:
+        """What the loss is multiplied by before the backward pass (1 unless loss_shrink_log2 shrinks it)."""
+        return 2.0**-self.loss_shrink_log2
+
+    @property
+    def optimizer_lr(self) -> float:
+        """The learning rate the optimizer is given: `lr`, times 2^loss_shrink_log2 to undo the shrunk loss."""
+        return self.lr * 2.0**self.loss_shrink_log2
 
     def to_dict(self) -> dict:
         return asdict(self)

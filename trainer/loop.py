@@ -25,6 +25,7 @@ from trainer.measure import (
     LossMeter,
     MemoryMonitor,
     ScaleTracker,
+    UpdateTracker,
     clock,
     device_memory_summary,
     steady_throughput,
@@ -38,16 +39,23 @@ from trainer.timing_quality import TimingMonitor, interval_steps
 PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress reports a second between log points
 
 
-def train_step(model, images, labels, optimizer, criterion, policy: PrecisionPolicy, scaler) -> torch.Tensor:
+def train_step(model, images, labels, optimizer, criterion, policy: PrecisionPolicy, scaler, loss_factor: float = 1.0,
+               updates: UpdateTracker | None = None, step: int = 0) -> torch.Tensor:
     """One optimisation step, the same code for every mode: the policy's autocast and scaler are no-ops
-    where the mode does not need them. Returns the detached loss (no sync)."""
+    where the mode does not need them. `loss_factor` (RunConfig.loss_factor) multiplies the loss before the backward
+    pass; `updates` counts what step number `step` did to the weights. Returns the detached loss, unmultiplied (no
+    sync)."""
     optimizer.zero_grad(set_to_none=True)
     with policy.autocast():
         outputs = model(images)
         loss = criterion(outputs, labels)
     # Backward runs outside autocast: each op's backward reuses the dtype its forward chose.
-    scaler.scale(loss).backward()
+    scaler.scale(loss if loss_factor == 1.0 else loss * loss_factor).backward()
+    if updates is not None:
+        updates.before_step()
     scaler.step(optimizer)  # skips the update when fp16 gradients overflowed (syncs when the scaler is on)
+    if updates is not None:
+        updates.after_step(step)
     scaler.update()
     return loss.detach()
 
@@ -148,6 +156,7 @@ class _Timeline:
     epoch_losses: list[float] = field(default_factory=list)
     loss_history: list[dict] = field(default_factory=list)
     scale: ScaleTracker | None = None  # loss-scale history and skipped steps (empty without a scaler)
+    updates: UpdateTracker | None = None  # zero gradients and rounded-away updates (config.track_updates only)
     data_wait_s: float = 0.0
     compute_s: float = 0.0
     partial_s: float = 0.0  # partial batches after warm-up: their time and images are left out of steady
@@ -159,8 +168,9 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     loader_options = dict(num_workers=config.num_workers, seed=config.seed, channels_last=config.channels_last)
     train_batches = make_loader(train_split, config.loader, config.batch_size, device, shuffle=True, **loader_options)
     test_batches = make_loader(test_split, config.loader, config.batch_size, device, shuffle=False, **loader_options)
-    model = build_model(config.width, device, channels_last=config.channels_last, seed=config.seed)
-    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum)
+    model = policy.prepare_model(build_model(config.width, device, channels_last=config.channels_last,
+                                             seed=config.seed))
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.optimizer_lr, momentum=config.momentum)
     criterion = nn.CrossEntropyLoss()
     scaler = policy.make_scaler()
 
@@ -191,7 +201,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
     warm-up, around an epoch's last, partial batch, log points, timing-quality samples (MIN_INTERVALS a run at
     least), epoch ends and the end, unless config.breakdown asks for two per step. With config.min_steady_s, whole
     epochs are added until the steady window is that long."""
-    tl = _Timeline(scale=ScaleTracker(scaler))
+    tl = _Timeline(scale=ScaleTracker(scaler), updates=UpdateTracker(model.parameters(), config.track_updates))
     reporter.start_training(len(batches))
     sample_every = interval_steps(len(batches) * config.epochs - config.warmup_steps, config.log_every)
     window, epoch_meter = LossMeter(device), LossMeter(device)
@@ -217,7 +227,8 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
             # A smaller last batch is a new shape (cuDNN selects algorithms for it): timed apart, left out of steady.
             partial = images.shape[0] < config.batch_size and tl.t_warm is not None
             t_partial = clock(device) if partial else 0.0
-            loss = train_step(model, images, labels, optimizer, criterion, policy, scaler)
+            loss = train_step(model, images, labels, optimizer, criterion, policy, scaler, config.loss_factor,
+                              tl.updates if config.track_updates else None, tl.steps + 1)
             if partial:
                 tl.partial_s += clock(device) - t_partial
                 tl.partial_images += images.shape[0]
@@ -238,7 +249,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
                 tl.timing.mark(clock(device) - tl.partial_s, tl.images - tl.partial_images)
             if step % config.log_every == 0:
                 mean = window.mean_and_reset()  # .item() syncs here
-                tl.scale.flush()
+                _flush_trackers(tl)
                 tl.loss_history.append({"step": tl.steps, "epoch": epoch, "loss": mean})
                 reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps, loss=mean)
             else:
@@ -246,12 +257,17 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
         epoch_end = clock(device)
         tl.epoch_times.append(epoch_end - epoch_start)
         tl.epoch_losses.append(epoch_meter.mean_and_reset())
-        tl.scale.flush()
+        _flush_trackers(tl)
         epoch_start = epoch_end
         reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps)
     tl.t_end = epoch_start
     tl.timing.stop(tl.t_end - tl.partial_s, tl.images - tl.partial_images)
     return tl
+
+
+def _flush_trackers(tl: _Timeline) -> None:
+    tl.scale.flush()
+    tl.updates.flush(set(tl.scale.skipped))  # the scales first: a skipped step's unchanged weights are no loss
 
 
 def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, accuracy) -> RunResult:
@@ -291,6 +307,8 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         data_wait_s=tl.data_wait_s if config.breakdown else None,
         compute_s=tl.compute_s if config.breakdown else None,
         worker_cpu_s=tl.timing.worker_cpu_s if config.loader == "dataloader" and config.num_workers > 0 else None,
+        update_history=tl.updates.history,
+        update_counts=dict(tl.updates.counts) if config.track_updates else None,
     )
 
 

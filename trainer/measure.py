@@ -88,6 +88,65 @@ class ScaleTracker:
         self._pending.clear()
 
 
+class UpdateTracker:
+    """What each optimizer step did, for runs that ask (config.track_updates: the safeguards lesson): how many
+    gradient elements were exactly zero, and how many weights with a nonzero gradient the step left exactly as they
+    were (the update rounded away). A zero gradient teaches nothing; neither does an update that rounds away.
+
+    The counts stay on the device until `flush`, as the scales do. Each step copies the weights once (one model's
+    worth of memory) to see which of them changed: a cost only the lesson's runs pay.
+    """
+
+    def __init__(self, parameters, enabled: bool):
+        self.enabled = enabled
+        self._params = [p for p in parameters if p.requires_grad]
+        self._before: list[torch.Tensor] = []
+        self._moving: list[torch.Tensor] = []
+        self._step_counts: torch.Tensor | None = None
+        self._pending: list[tuple[int, torch.Tensor]] = []  # (step, [gradients, zero, moving, stalled])
+        self.history: list[dict] = []  # {"step", "zero_grad_share", "stalled_update_share"} per flush
+        self.counts = {"steps": 0, "gradients": 0, "zero": 0, "moving": 0, "stalled": 0}
+
+    def before_step(self) -> None:
+        """After the backward pass, before the optimizer step: count the zero gradients, keep the weights."""
+        if not self.enabled:
+            return
+        grads = [p.grad for p in self._params if p.grad is not None]
+        self._moving = [g != 0 for g in grads]
+        self._before = [p.detach().clone() for p in self._params if p.grad is not None]
+        moving = sum(m.sum() for m in self._moving)
+        gradients = sum(g.numel() for g in grads)
+        self._step_counts = torch.stack([torch.as_tensor(gradients, device=moving.device), gradients - moving, moving])
+
+    def after_step(self, step: int) -> None:
+        """After the optimizer step: count the weights with a nonzero gradient that did not change."""
+        if not self.enabled or self._step_counts is None:
+            return
+        params = [p for p in self._params if p.grad is not None]
+        stalled = sum(((p.detach() == before) & moving).sum() for p, before, moving in zip(params, self._before,
+                                                                                             self._moving))
+        self._pending.append((step, torch.cat([self._step_counts, stalled.reshape(1)])))
+        self._before, self._moving, self._step_counts = [], [], None
+
+    def flush(self, skipped: set[int]) -> None:
+        """Read the counts since the last flush (one sync) into `history` and `counts`. A step the GradScaler
+        skipped (`skipped`, from ScaleTracker) changed no weight on purpose: its updates are not counted as lost."""
+        if not self._pending:
+            return
+        rows = torch.stack([counts for _, counts in self._pending]).tolist()
+        steps = [step for step, _ in self._pending]
+        self._pending.clear()
+        gradients = sum(row[0] for row in rows)
+        zero = sum(row[1] for row in rows)
+        stepped = [row for step, row in zip(steps, rows) if step not in skipped]
+        moving, stalled = sum(row[2] for row in stepped), sum(row[3] for row in stepped)
+        self.history.append({"step": steps[-1], "zero_grad_share": zero / gradients if gradients else None,
+                             "stalled_update_share": stalled / moving if moving else None})
+        for name, value in (("steps", len(rows)), ("gradients", gradients), ("zero", zero), ("moving", moving),
+                            ("stalled", stalled)):
+            self.counts[name] += int(value)
+
+
 def steady_throughput(images_after_warmup: int, seconds_after_warmup: float) -> float | None:
     """Images per second after the warm-up steps, or None when nothing was left to measure."""
     if images_after_warmup <= 0 or seconds_after_warmup <= 0:

@@ -4,6 +4,8 @@ The training step asks the policy for an autocast context and a scaler; both are
 does not need them, so the loop has no per-mode branches. Three modes compute in fp32: strict `fp32` (TF32 off),
 `tf32` (on), and `fp32-default`, which keeps the switches as PyTorch sets them, as the lab's script does (on an
 Ampere-or-newer GPU, convolutions in TF32 and matmuls in full fp32). Every run records the switches it ran with.
+The two deliberate failures are the same policy with one safeguard taken away: `amp-fp16-unscaled` is amp-fp16 with
+its scaler disabled, and `fp16-true` casts the model itself to fp16 (`prepare_model`) and autocasts nothing.
 """
 
 from __future__ import annotations
@@ -14,14 +16,17 @@ from dataclasses import dataclass, field
 import torch
 
 from trainer.capabilities import support_on
-from trainer.config import DEFAULT_GROWTH_INTERVAL, DEFAULT_LOSS_SCALE, check_precision
+from trainer.config import DEFAULT_GROWTH_INTERVAL, DEFAULT_LOSS_SCALE, FAILURE_NOTES, check_precision
+
+AUTOCAST_DTYPES = {"amp-fp16": torch.float16, "amp-fp16-unscaled": torch.float16, "amp-bf16": torch.bfloat16}
+MODEL_DTYPES = {"fp16-true": torch.float16}  # the modes that train the model itself in 16 bits
 
 
 @dataclass(frozen=True)
 class PrecisionPolicy:
     """How a run uses number formats on one device."""
 
-    precision: str  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16
+    precision: str  # fp32 | fp32-default | tf32 | amp-fp16 | amp-bf16 | amp-fp16-unscaled | fp16-true
     device_type: str  # cpu | cuda
     autocast_dtype: torch.dtype | None  # None: no autocast, everything in fp32
     use_scaler: bool  # loss scaling is needed only for fp16's narrow exponent range
@@ -29,6 +34,7 @@ class PrecisionPolicy:
     warnings: tuple[str, ...] = field(default=())
     loss_scale_init: float = DEFAULT_LOSS_SCALE  # the scaler's settings (used only when use_scaler)
     loss_scale_growth_interval: int = DEFAULT_GROWTH_INTERVAL
+    model_dtype: torch.dtype | None = None  # fp16-true: the weights themselves in fp16; None: fp32 weights
 
     @classmethod
     def resolve(cls, precision: str, device: torch.device | str, loss_scale_init: float = DEFAULT_LOSS_SCALE,
@@ -37,11 +43,10 @@ class PrecisionPolicy:
         device = torch.device(device)
         support = support_on(device)
         check_precision(precision, support.refused)
-        warnings = (support.warnings[precision],) if precision in support.warnings else ()
-        autocast_dtype = {"amp-fp16": torch.float16, "amp-bf16": torch.bfloat16}.get(precision)
+        warnings = tuple(notes[precision] for notes in (FAILURE_NOTES, support.warnings) if precision in notes)
         allow_tf32 = None if precision == "fp32-default" else precision == "tf32"
-        return cls(precision, device.type, autocast_dtype, precision == "amp-fp16", allow_tf32, warnings,
-                   float(loss_scale_init), int(loss_scale_growth_interval))
+        return cls(precision, device.type, AUTOCAST_DTYPES.get(precision), precision == "amp-fp16", allow_tf32,
+                   warnings, float(loss_scale_init), int(loss_scale_growth_interval), MODEL_DTYPES.get(precision))
 
     @property
     def uses_autocast(self) -> bool:
@@ -55,8 +60,20 @@ class PrecisionPolicy:
             enabled=self.uses_autocast,
         )
 
+    def prepare_model(self, model: torch.nn.Module) -> torch.nn.Module:
+        """The model as this mode trains it: unchanged, or (fp16-true) cast to fp16, weights and all, with its inputs
+        cast on the way in, so that the step and the evaluation call it as they call any other."""
+        if self.model_dtype is None:
+            return model
+        dtype = self.model_dtype
+        model.to(dtype)
+        model.register_forward_pre_hook(lambda _module, args: tuple(
+            arg.to(dtype) if torch.is_tensor(arg) and arg.is_floating_point() else arg for arg in args))
+        return model
+
     def make_scaler(self) -> torch.amp.GradScaler:
-        """A fresh scaler for one run; disabled (a pass-through) unless the mode is amp-fp16."""
+        """A fresh scaler for one run; disabled (a pass-through) unless the mode is amp-fp16 (amp-fp16-unscaled is
+        amp-fp16 with it disabled)."""
         return torch.amp.GradScaler(self.device_type, init_scale=self.loss_scale_init,
                                     growth_interval=self.loss_scale_growth_interval, enabled=self.use_scaler)
 

@@ -66,6 +66,10 @@ class RunResult:
     # {"verdict": "steady" | "noisy", "cv", "reasons", ...} (trainer/timing_quality.py); None: not measured
     timing_quality: dict | None = None
     worker_cpu_s: float | None = None  # DataLoader workers' CPU seconds over the timed window (None: no workers)
+    # Only with config.track_updates (trainer/measure.py's UpdateTracker): per flush {"step", "zero_grad_share",
+    # "stalled_update_share"}, and the run's counts {"steps", "gradients", "zero", "moving", "stalled"}.
+    update_history: list[dict] = field(default_factory=list)
+    update_counts: dict | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -85,6 +89,18 @@ class RunResult:
     @property
     def precision(self) -> str:
         return self.config.precision
+
+    @property
+    def zero_grad_share(self) -> float | None:
+        """Of every gradient element of every step, the share that was exactly zero (None: not tracked)."""
+        counts = self.update_counts
+        return counts["zero"] / counts["gradients"] if counts and counts["gradients"] else None
+
+    @property
+    def stalled_update_share(self) -> float | None:
+        """Of the weights with a nonzero gradient in the steps taken, the share the step left unchanged."""
+        counts = self.update_counts
+        return counts["stalled"] / counts["moving"] if counts and counts["moving"] else None
 
     @property
     def data_wait_share(self) -> float | None:

@@ -38,10 +38,11 @@ def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
     return dict(zip(numbered([precision_name(result.precision) for result in results]), results))
 
 
-# The project's colour per precision mode (trainer.config.PRECISIONS), the same on every chart that colours by mode:
-# fp32-default, fp32 as PyTorch defaults, a lighter blue beside strict fp32's.
+# The project's colour per precision mode (trainer.config.TRAINING_PRECISIONS), the same on every chart that colours
+# by mode: fp32-default, fp32 as PyTorch defaults, a lighter blue beside strict fp32's; the deliberate failures in
+# colours no learner's mode has.
 PRECISION_COLOURS = {"fp32": "#4c78a8", "fp32-default": "#9ecae9", "tf32": "#72b7b2", "amp-fp16": "#f58518",
-                     "amp-bf16": "#e45756"}
+                     "amp-bf16": "#e45756", "amp-fp16-unscaled": "#b279a2", "fp16-true": "#9d755d"}
 OTHER_COLOUR = "#bab0ac"  # a mode outside that map (none of the training modes)
 
 

@@ -12,7 +12,7 @@ from server.choices import shown
 from server.estimate import estimate_job_seconds
 from server.history import HistoryError
 from server.records import JOB_KINDS, JOB_STATUSES, JobSpec, JobView
-from trainer.config import PRECISIONS
+from trainer.config import TRAINING_PRECISIONS
 from trainer.errors import TrainerError
 from ui import server_bundle
 from ui.identity import learner_id
@@ -22,7 +22,7 @@ FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a 
 
 
 # The History page's filters: every kind, status and precision a job can have.
-HISTORY_FILTERS = {"Kind": JOB_KINDS, "Status": JOB_STATUSES, "Precision": PRECISIONS}
+HISTORY_FILTERS = {"Kind": JOB_KINDS, "Status": JOB_STATUSES, "Precision": TRAINING_PRECISIONS}
 
 
 def my_jobs() -> list[JobView]:
@@ -143,6 +143,13 @@ def mine_then_class(
     for job in mine + shared:
         by_id.setdefault(job.id, job)
     return list(by_id.values())
+
+
+def latest_done_with(precision: str) -> JobView | None:
+    """The newest finished job with a run in `precision` (a deliberate failure's lesson): this learner's, else the
+    class's; None before any."""
+    found = mine_then_class(kind="compare", status="done", precision=precision, limit=10)
+    return found[0] if found else None
 
 
 def finished_comparison(job_id: str) -> tuple[JobView | None, str | None]:

@@ -352,3 +352,27 @@ def scale_traces_chart(runs: dict[str, tuple[list[dict], list[int]]], title: str
         x="step:Q", y=y, tooltip=["run:N", alt.Tooltip("step:Q", title="skipped step"),
                                   alt.Tooltip("scale:Q", format=",.0f")])
     return alt.layer(line, skipped).properties(title=title)
+
+
+def update_share_chart(series: dict[str, list[dict]], precisions: dict[str, str], field: str, title: str,
+                       axis_title: str) -> alt.Chart:
+    """A share from each run's update history (trainer/measure.py's UpdateTracker: "zero_grad_share" or
+    "stalled_update_share") against the step, one line per run coloured by its mode. The axis starts at 0%, so
+    that a gap between the runs is drawn to the scale of the whole."""
+    rows = [{"run": label, "step": point["step"], "share": point[field], "precision": precisions.get(label, "")}
+            for label, points in series.items() for point in points if point.get(field) is not None]
+    frame = pd.DataFrame(rows, columns=["run", "step", "share", "precision"])
+    labels = list(series)
+    return (
+        alt.Chart(frame, title=title)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("step:Q", title="Step", axis=alt.Axis(format="d", tickMinStep=1)),
+            y=alt.Y("share:Q", title=axis_title, scale=alt.Scale(domainMin=0), axis=alt.Axis(format=".0%")),
+            color=alt.Color("precision:N", title="Mode", scale=precision_scale(precisions.values()), legend=None),
+            strokeDash=alt.StrokeDash("run:N", title="Run", sort=labels,
+                                      legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
+            tooltip=[alt.Tooltip("run:N", title="Run"), alt.Tooltip("step:Q", title="Step"),
+                     alt.Tooltip("share:Q", title=axis_title, format=".2%")],
+        )
+    )

@@ -17,6 +17,7 @@ PAGES = [
     ("Where the memory goes", "memory", "memory goes"),
     ("Autocast layer by layer", "autocast", "Autocast"),
     ("Run the experiment", "run", "Run the experiment"),
+    ("AMP without its safeguards", "safeguards", "without its safeguards"),
     ("When AMP pays off", "when-amp-pays", "AMP pays off"),
     ("Results", "results", "Results"),
     ("History", "history", "History"),

@@ -20,6 +20,9 @@ def test_class_mode_turns_the_long_kinds_off_and_caps_the_rest_per_learner():
     assert policy.refusal("quick-demo", 1) == "this class allows one of its quick demos per learner, and you have had 1"
     assert policy.refusal("comparison", 1) is None
     assert policy.refusal("comparison", 2) == "this class allows 2 of its comparisons per learner, and you have had 2"
+    assert policy.refusal("safeguards", 1) is None  # one pair per safeguard
+    assert policy.refusal("safeguards", 2) == ("this class allows 2 of its runs without AMP's safeguards per learner, "
+                                               "and you have had 2")
     assert set(CLASS_MODE) == set(OPEN_MODE) and set(PAGE_KINDS) < set(CLASS_MODE)
 
 

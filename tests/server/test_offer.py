@@ -9,6 +9,8 @@ from server.offer import (
     BATCH_SIZES,
     COMPARED_PRECISIONS,
     MEMORY_SWEEP_BATCH_SIZES,
+    SAFEGUARD_SHRINKS,
+    SAFEGUARD_SIZES,
     SWEEP_MIN_STEADY_S,
     ComparisonRequest,
     Offer,
@@ -312,8 +314,47 @@ def test_the_presets_govern_the_quick_demo_and_the_sweeps_starting_choices():
 
 def test_each_kind_of_job_as_it_starts_and_a_comparison_read_back_from_its_job():
     jobs = offer(max_subset=1000).starting_jobs()
-    assert set(jobs) == {"quick-demo", "comparison", "tiny-fp16", "ablation"}  # the sweep and breakdown go over 1000
+    # the sweep and breakdown go over 1000 images
+    assert set(jobs) == {"quick-demo", "comparison", "tiny-fp16", "ablation", "safeguards"}
     assert {purpose: spec.purpose for purpose, spec in jobs.items()} == {purpose: purpose for purpose in jobs}
     asked = request(precision="amp-fp16", epochs=3, batch_size=64, subset=2048, width=2, channels_last=True,
                     repeats=3)
     assert ComparisonRequest.from_spec(offer().comparison(asked)) == asked
+
+
+def test_each_safeguard_pair_is_amp_fp16_beside_its_failure_with_equal_settings():
+    spec = offer().safeguard_demo("no-scaler", 12)
+    guarded, failure = spec.runs
+    assert (spec.kind, spec.purpose) == ("compare", "safeguards")
+    assert (guarded.precision, failure.precision) == ("amp-fp16", "amp-fp16-unscaled")
+    assert guarded.to_dict() | {"precision": "x"} == failure.to_dict() | {"precision": "x"}
+    assert guarded.loss_shrink_log2 == 12 and guarded.track_updates and guarded.loader == "resident"
+    assert (guarded.subset, guarded.batch_size, guarded.epochs) == tuple(SAFEGUARD_SIZES["cpu"].values())
+    assert spec.label == "deliberate failure, without the GradScaler: amp-fp16 vs amp-fp16-unscaled, loss x 2^-12"
+    pure = offer().safeguard_demo("no-master-weights", 16)
+    assert [run.precision for run in pure.runs] == ["amp-fp16", "fp16-true"]
+    assert all(run.loss_shrink_log2 == 0 for run in pure.runs)  # the weights' failure needs no help
+    assert pure.label == "deliberate failure, without fp32 master weights: amp-fp16 vs fp16-true"
+    assert offer().admit(spec).runs[1].precision == "amp-fp16-unscaled"  # its own lesson's door is open
+
+
+def test_a_safeguard_pair_stays_within_a_strict_servers_limits_and_bad_choices_are_named():
+    spec = offer(max_subset=500, max_batch_size=16, max_epochs=1).safeguard_demo("no-scaler")
+    assert all((run.subset, run.batch_size, run.epochs) == (500, 16, 1) for run in spec.runs)
+    gpu = Offer(Settings(device="cuda"), AMPERE).safeguard_demo("no-scaler")
+    assert gpu.runs[0].batch_size == SAFEGUARD_SIZES["cuda"]["batch_size"]
+    with pytest.raises(ConfigError, match="unknown safeguard 'no-autocast': choose one of no-scaler, no-master"):
+        offer().safeguard_demo("no-autocast")
+    with pytest.raises(ConfigError, match=r"the loss shrink is one of 2\^-0, 2\^-8, 2\^-12, 2\^-16, got 2\^-10"):
+        offer().safeguard_demo("no-scaler", 10)
+    assert SAFEGUARD_SHRINKS[0] == 0
+
+
+@pytest.mark.parametrize("failure", ["amp-fp16-unscaled", "fp16-true"])
+def test_the_deliberate_failures_are_refused_outside_their_lesson(failure):
+    run = RunConfig(precision=failure, data="synthetic", subset=256, epochs=1, batch_size=32)
+    with pytest.raises(ConfigError, match=f"{failure} is a deliberate failure: it runs only in the lesson on AMP"):
+        offer().admit(JobSpec("run", [run]))
+    with pytest.raises(ConfigError, match="deliberate failure"):
+        offer().admit(JobSpec("compare", [RunConfig(data="synthetic", subset=256, epochs=1, batch_size=32), run],
+                              purpose="comparison"))

@@ -109,7 +109,8 @@ def test_fp32_default_runs_everywhere_and_is_strict_fp32_where_there_is_no_tf32(
 def test_every_training_mode_is_sorted_with_a_reason_for_each_refusal():
     for facts in (CPU_FACTS, VOLTA, AMPERE, DeviceFacts("mps")):
         support = mode_support(facts)
-        assert set(support.supported) | set(support.refused) == set(PRECISIONS) | {"fp16-true", "bf16-true"}
+        assert set(support.supported) | set(support.refused) == set(PRECISIONS) | {"amp-fp16-unscaled", "fp16-true",
+                                                                                  "bf16-true"}
         assert not set(support.supported) & set(support.refused)
     assert "tf32 needs an NVIDIA GPU" in mode_support(CPU_FACTS).refused["tf32"]
     with pytest.raises(UnsupportedModeError, match="not supported"):

@@ -189,10 +189,10 @@ def test_chart_and_table_builders_do_not_import_streamlit():
 
 
 def test_every_precision_mode_has_a_colour_of_its_own():
-    from trainer.config import PRECISIONS
+    from trainer.config import TRAINING_PRECISIONS
 
-    assert set(charts.PRECISION_COLOURS) == set(PRECISIONS)
-    assert len(set(charts.PRECISION_COLOURS.values())) == len(PRECISIONS)
+    assert set(charts.PRECISION_COLOURS) == set(TRAINING_PRECISIONS)  # the deliberate failures' too
+    assert len(set(charts.PRECISION_COLOURS.values())) == len(TRAINING_PRECISIONS)
     scale = charts.precision_scale(["amp-bf16", "fp32-default", "amp-bf16"]).to_dict()
     assert scale == {"domain": ["fp32-default", "amp-bf16"],
                      "range": [charts.PRECISION_COLOURS["fp32-default"], charts.PRECISION_COLOURS["amp-bf16"]]}
