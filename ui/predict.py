@@ -33,12 +33,14 @@ def predict_then_check(key: str, question: str, *, low: float, high: float, defa
                                key=f"{state}-slider")
             lock, skip = st.columns([1, 3])
             if lock.button("Lock in my guess", key=f"{state}-lock"):
-                _lock(key, question, chosen)
+                _lock(key, question, chosen, fmt)
                 st.rerun()
             if skip.button("Just show me", key=f"{state}-skip", type="tertiary"):
-                _lock(key, question, None)
+                _lock(key, question, None, fmt)
                 st.rerun()
             return False
+        if answer is not None:
+            _record_answer(key, answer)
         if guess == SKIPPED:
             st.markdown("No guess this time." + ("" if answer is None else f" Measured: **{fmt % answer}**."))
         elif answer is None:
@@ -49,6 +51,7 @@ def predict_then_check(key: str, question: str, *, low: float, high: float, defa
         if st.button("Guess again", key=f"{state}-again"):
             server_bundle.guesses().forget(learner_id(), key)
             st.session_state.pop(state, None)
+            st.session_state.pop(f"{state}-answer", None)
             st.rerun()
         return True
 
@@ -69,6 +72,16 @@ def locked_at(key: str) -> float | None:
     return None if guess is None else guess.locked_at
 
 
-def _lock(key: str, question: str, value: float | None) -> None:
-    server_bundle.guesses().lock(learner_id(), key, question, value)
+def _lock(key: str, question: str, value: float | None, fmt: str) -> None:
+    server_bundle.guesses().lock(learner_id(), key, question, value, fmt)
     st.session_state[f"predict-{key}"] = SKIPPED if value is None else value
+    st.session_state.pop(f"predict-{key}-answer", None)
+
+
+def _record_answer(key: str, answer: float) -> None:
+    """Keep the answer shown beside the guess on the server (the lab report and the console read it there); written
+    once per answer, not on every rerun."""
+    remembered = f"predict-{key}-answer"
+    if st.session_state.get(remembered) != answer:
+        server_bundle.guesses().reveal(learner_id(), key, answer)
+        st.session_state[remembered] = answer

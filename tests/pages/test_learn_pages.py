@@ -52,6 +52,10 @@ def test_number_formats_page_shows_bits_and_ranges(app):
     markdown = " ".join(" ".join(texts(app.markdown)).split())
     assert "of the nonzero gradient values would become exactly zero" in markdown
     assert "Your guess: **10.00%** · measured: **0." in markdown
+    from ui import server_bundle
+
+    (kept,) = server_bundle.guesses().of(app.session_state["amp_lab_learner"].id)
+    assert kept.guess_shown == "10.00%" and f"measured: **{kept.answer_shown}**" in markdown  # for the lab report
 
     app.text_input[0].input("70000").run()
     assert not app.exception
