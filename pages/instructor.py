@@ -122,6 +122,32 @@ else:
     st.download_button("The roster (CSV)", exports.to_csv(roster),
                        file_name=f"amp-lab-roster-{time.strftime('%Y%m%d-%H%M')}.csv", mime="text/csv")
 
+st.subheader("Lab reports")
+everyone = server_bundle.learners().roster()
+predictions = server_bundle.guesses().everyone()
+if not everyone:
+    st.info("No learner has opened the app yet.")
+else:
+    st.caption("Each learner's report, the file they download from Results: their comparisons with tables, charts "
+               "and timing, their runs without AMP's safeguards, every job, their predictions beside what was "
+               "measured. Each is made when you click it.")
+    counts = store.job_counts()
+    for entry in everyone:
+        name_col, jobs_col, button_col = st.columns([3, 2, 2], vertical_alignment="center")
+        name_col.markdown(f"**{entry.display_name}**" + (f" · {entry.sign_in}" if entry.sign_in else ""))
+        done = sum(counts.get(entry.id, {}).values())
+        jobs_col.caption(f"{done} jobs queued or done · {len(predictions.get(entry.id, []))} predictions")
+        with button_col:
+            jobs.report_button(entry.id, entry.display_name, "Report (HTML)", key=f"report-{entry.id}")
+    st.markdown("**Predictions against results**")
+    guessed = exports.predictions_frame(everyone, predictions)
+    if guessed.empty:
+        st.caption("No learner has locked a prediction yet.")
+    else:
+        st.dataframe(guessed, hide_index=True)
+        st.download_button("Predictions against results (CSV)", exports.to_csv(guessed),
+                           file_name=f"amp-lab-predictions-{time.strftime('%Y%m%d-%H%M')}.csv", mime="text/csv")
+
 st.subheader("Plan the session")
 with st.form("planner"):
     learners_col, minutes_col, workers_col = st.columns(3)

@@ -5,10 +5,23 @@ import streamlit as st
 
 from lessons.verdicts import headline
 from ui import exports, jobs, server_bundle
+from ui.charts import named_results
+from ui.identity import learner
 from ui.reference import load_references, reference_panel
-from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, named_results, when
+from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, when
 
 st.title("Results")
+
+
+def report_download() -> None:
+    """The learner's lab report: one file to hand in."""
+    st.subheader("Your lab report")
+    st.caption("One HTML file to hand in: each of your comparisons with the lab's table, its charts and how steady "
+               "its timing was, your runs without AMP's safeguards, every job you queued, and each prediction you "
+               "locked beside what was measured. It opens offline, in any browser.")
+    you = learner()
+    jobs.report_button(you.id, you.display_name, "Your lab report (HTML)", key="results-report")
+
 
 # The safeguards lesson's pairs are deliberate failures, read on their own page, not timed as comparisons here.
 mine = [job for job in reversed(jobs.my_jobs()) if job.kind == "compare" and job.spec.purpose != "safeguards"]
@@ -46,6 +59,7 @@ if not options:
                    "server's: real figures to read before your own. Your comparisons replace it here.")
     for reference in references:
         reference_panel(reference)
+    report_download()
     st.stop()
 
 ids = list(options)
@@ -127,3 +141,5 @@ second.download_button(
 third.download_button(
     "Loss history (CSV)", exports.to_csv(exports.loss_frame(runs)), file_name=f"{name}-loss.csv", mime="text/csv"
 )
+
+report_download()

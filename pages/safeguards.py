@@ -13,9 +13,9 @@ from lessons.safeguards import (
 )
 from server.offer import SAFEGUARD_DEFAULT_SHRINK, SAFEGUARD_SHRINKS
 from ui import jobs, server_bundle
-from ui.charts import loss_chart
+from ui.charts import loss_chart, named_results, run_modes
 from ui.learn_charts import update_share_chart
-from ui.widgets import named_results, run_modes, when
+from ui.widgets import when
 
 KEYS = {"no-scaler": "safeguards_no_scaler_job", "no-master-weights": "safeguards_no_master_job"}
 

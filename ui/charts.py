@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import altair as alt
 import pandas as pd
 
+from server.records import JobSpec, JobView
 from trainer import comparison_table as table
 from trainer.comparison_table import (
     MEMORY_SHORT_NAMES,
@@ -36,6 +37,28 @@ def numbered(names: Sequence[str]) -> list[str]:
 def run_labels(results: Sequence[RunResult]) -> dict[str, RunResult]:
     """Label runs by precision, numbering repeats, so that two fp32 runs stay apart in a chart."""
     return dict(zip(numbered([precision_name(result.precision) for result in results]), results))
+
+
+def run_names(spec: JobSpec) -> list[str]:
+    """A name for each run of a job, none twice: with repeated pairs, which pair ("FP32, pair 2 of 3"); else the
+    precision, numbered where it recurs ("FP32 #2"), as Results labels runs."""
+    names = [precision_name(config.precision) for config in spec.runs]
+    pairs = len(names) // 2
+    if spec.kind == "compare" and pairs > 1:
+        return [f"{name}, pair {index // 2 + 1} of {pairs}" for index, name in enumerate(names)]
+    return numbered(names)
+
+
+def named_results(job: JobView) -> dict[str, RunResult]:
+    """A job's finished runs under the names the Run page showed while they trained ("FP32, pair 2 of 3")."""
+    names = run_names(job.spec)
+    return {names[index]: outcome.result for index, outcome in enumerate(job.outcomes)
+            if outcome.status == "ok" and outcome.result is not None and index < len(names)}
+
+
+def run_modes(spec: JobSpec) -> dict[str, str]:
+    """{run name: precision mode} for a job's runs, which the charts colour by."""
+    return dict(zip(run_names(spec), (config.precision for config in spec.runs)))
 
 
 # The project's colour per precision mode (trainer.config.TRAINING_PRECISIONS), the same on every chart that colours

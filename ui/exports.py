@@ -145,5 +145,19 @@ def roster_frame(learners: Sequence[RosterEntry], counts: Mapping[str, Mapping[s
     return pd.DataFrame(rows)
 
 
+def predictions_frame(learners: Sequence[RosterEntry], guesses: Mapping[str, Sequence[Guess]]) -> pd.DataFrame:
+    """The class's predictions against results: one row per learner and question, the guess and the answer the
+    page revealed beside it, each as the page showed it, and the raw values for a spreadsheet."""
+    names = {learner.id: learner.display_name for learner in learners}
+    rows = [
+        {"learner": names.get(learner_id, "a learner"), "question": guess.question, "guess": guess.guess_shown,
+         "measured": guess.answer_shown, "guess value": guess.value, "measured value": guess.answer,
+         "locked (UTC)": _utc(guess.locked_at)}
+        for learner_id, own in guesses.items() for guess in own
+    ]
+    return pd.DataFrame(rows, columns=["learner", "question", "guess", "measured", "guess value", "measured value",
+                                       "locked (UTC)"])
+
+
 def _utc(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, timezone.utc).strftime("%Y-%m-%d %H:%M")

@@ -3,7 +3,10 @@ this learner's jobs before the rest of the server's history."""
 
 from __future__ import annotations
 
+import re
+import socket
 import time
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -15,8 +18,10 @@ from server.records import JOB_KINDS, JOB_STATUSES, JobSpec, JobView
 from trainer.config import TRAINING_PRECISIONS
 from trainer.errors import TrainerError
 from ui import server_bundle
+from ui.charts import run_names
 from ui.identity import learner_id
-from ui.widgets import about, run_names, run_progress_text, waiting_line
+from ui.report import lab_report
+from ui.widgets import about, run_progress_text, waiting_line
 
 FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
 
@@ -150,6 +155,27 @@ def latest_done_with(precision: str) -> JobView | None:
     class's; None before any."""
     found = mine_then_class(kind="compare", status="done", precision=precision, limit=10)
     return found[0] if found else None
+
+
+def report_builder(learner: str, name: str) -> Callable[[], str]:
+    """What builds the lab report (ui/report.py) of the learner with id `learner` and display name `name`, from every
+    job of theirs and every prediction they locked as this server holds them when it is called. The stores are
+    found now, in the page's run: Streamlit calls a download button's builder outside it."""
+    manager, guesses = server_bundle.job_manager(), server_bundle.guesses()
+    server = f"{socket.gethostname()} ({manager.device_type.upper()})"
+    return lambda: lab_report(name, manager.jobs_for_learner(learner), guesses.of(learner), server=server)
+
+
+def report_file_name(name: str) -> str:
+    """`amp-lab-report-curious-otter-42-20261202.html`: the learner's name, safe in any file system, and the day."""
+    safe = re.sub(r"[^A-Za-z0-9]+", "-", name).strip("-").lower() or "learner"
+    return f"amp-lab-report-{safe}-{time.strftime('%Y%m%d')}.html"
+
+
+def report_button(learner: str, name: str, label: str, key: str) -> None:
+    """A download button for that learner's report, built when it is clicked (not on every run of the page)."""
+    st.download_button(label, data=report_builder(learner, name), file_name=report_file_name(name),
+                       mime="text/html", key=key, on_click="ignore")
 
 
 def finished_comparison(job_id: str) -> tuple[JobView | None, str | None]:

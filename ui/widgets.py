@@ -11,12 +11,13 @@ from lessons.interpret import interpret
 from lessons.verdicts import headline
 from server.devices import Slot
 from server.instructor import Capacity
-from server.records import JobSpec, JobView
+from server.records import JobView
 from server.settings import Settings
-from trainer.comparison_table import format_seconds, lab_differences, precision_name
+from trainer.comparison_table import format_seconds, lab_differences
 from trainer.environment import HardwareReport
 from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts
+from ui.charts import run_modes, run_names
 
 RESULTS_PAGE = "pages/results.py"
 RUN_PAGE = "pages/run_experiment.py"
@@ -71,31 +72,9 @@ def run_progress_text(job: JobView, index: int) -> tuple[float, str]:
     return progress.fraction_done, " · ".join(parts)
 
 
-def run_names(spec: JobSpec) -> list[str]:
-    """A name for each run of a job, none twice: with repeated pairs, which pair ("FP32, pair 2 of 3"); else the
-    precision, numbered where it recurs ("FP32 #2"), as Results labels runs."""
-    names = [precision_name(config.precision) for config in spec.runs]
-    pairs = len(names) // 2
-    if spec.kind == "compare" and pairs > 1:
-        return [f"{name}, pair {index // 2 + 1} of {pairs}" for index, name in enumerate(names)]
-    return charts.numbered(names)
-
-
 def live_losses(job: JobView) -> dict[str, Sequence[dict]]:
     """The loss points seen so far of each run that has some, under the run's own name: two fp32 runs stay apart."""
     return {name: points for name, points in zip(run_names(job.spec), job.live_losses) if points}
-
-
-def named_results(job: JobView) -> dict[str, RunResult]:
-    """A job's finished runs under the names the Run page showed while they trained ("FP32, pair 2 of 3")."""
-    names = run_names(job.spec)
-    return {names[index]: outcome.result for index, outcome in enumerate(job.outcomes)
-            if outcome.status == "ok" and outcome.result is not None and index < len(names)}
-
-
-def run_modes(spec: JobSpec) -> dict[str, str]:
-    """{run name: precision mode} for a job's runs, which the charts colour by."""
-    return dict(zip(run_names(spec), (config.precision for config in spec.runs)))
 
 
 def job_panel(job: JobView, session: str, manager) -> None:

@@ -185,9 +185,12 @@ def test_experiment_sliders_move_with_the_keyboard(page, app_url):
     assert_no_exception(page)
 
 
-def test_a_tiny_comparison_runs_and_shows_its_results_and_history(page, app_url, screenshot):
+def test_a_tiny_comparison_runs_and_shows_its_results_its_report_and_history(page, app_url, screenshot, browser,
+                                                                           tmp_path):
     open_experiment(page, app_url)
     choose_tiny_comparison(page)
+    page.get_by_role("button", name="Lock in my guess").click()  # the speedup guess, before the run it is for
+    page.get_by_text("Now press Run").wait_for()
     page.get_by_role("button", name="Run", exact=True).click()
 
     # Sample the two progress bars (fp32, then AMP) until the job is done: the first must fill up.
@@ -206,6 +209,7 @@ def test_a_tiny_comparison_runs_and_shows_its_results_and_history(page, app_url,
     first_bar = [values[0] for values in seen]
     assert first_bar and min(first_bar) < 100 and first_bar[-1] == 100, f"progress seen: {seen}"
     assert first_bar == sorted(first_bar), f"the fp32 progress bar went backwards: {seen}"
+    page.get_by_text(re.compile(r"Your guess: 1\.50x · measured: \d+\.\d\dx")).wait_for()  # revealed, and kept
 
     click_nav(page, "Results", "results")
     heading(page, "Results").wait_for()
@@ -214,6 +218,27 @@ def test_a_tiny_comparison_runs_and_shows_its_results_and_history(page, app_url,
     assert_charts_rendered(page, at_least=5)
     expect_table_to_show(page, "Training time")
     screenshot(page, "_results")
+
+    # The lab report: one file that opens offline and holds the runs, the charts as SVG and the prediction.
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Your lab report (HTML)").click()
+    saved = tmp_path / download.value.suggested_filename
+    download.value.save_as(saved)
+    assert saved.name.startswith("amp-lab-report-") and saved.suffix == ".html"
+    offline = browser.new_context()
+    offline.set_offline(True)
+    requested = []
+    offline.on("request", lambda request: requested.append(request.url))
+    report = offline.new_page()
+    report.goto(saved.as_uri())
+    text = report.locator("body").inner_text()
+    assert "AMP Lab report" in text and TINY_RUN_LABEL in text and "The lab's table, from these runs" in text
+    assert re.search(r"How many times as fast as fp32 will amp-\w+ train here, with these settings\?\s+1\.50x\s+"
+                     r"\d+\.\d\dx", text), text[:2000]
+    assert report.locator("svg.marks").count() >= 4  # time, memory, throughput, loss: drawn, not scripted
+    assert report.locator("script").count() == 0
+    assert requested == [saved.as_uri()]  # nothing but the file itself
+    offline.close()
 
     click_nav(page, "History", "history")
     heading(page, "History").wait_for()

@@ -59,7 +59,8 @@ def test_the_instructor_sees_every_job_cancels_one_and_downloads_the_class(app, 
                             "job submitted now starts only once you resume it")
                for c in texts(app.caption))
     assert app.dataframe[0].value["learner"].tolist() == ["Grace"]
-    assert [d.label for d in app.get("download_button")] == ["The class's results (CSV)", "The roster (CSV)"]
+    assert [d.label for d in app.get("download_button")][:3] == ["The class's results (CSV)", "The roster (CSV)",
+                                                                 "Report (HTML)"]
     limits = app.table[0].value.set_index("setting")["value"]  # today's limits, below the presets
     assert (limits["max_batch_size"], limits["device"], limits["instructor_password"]) == ("4096", "cpu", "set (hidden)")
     assert PASSWORD not in app.table[0].value.to_string()
@@ -102,3 +103,24 @@ def test_a_learner_whose_job_waits_in_a_paused_queue_is_told_so(app):
     assert any(line.startswith("Waiting in the queue at position 1: the instructor has paused the queue; it starts "
                                "once they resume it.") for line in texts(app.info))
     manager.resume()
+
+
+def test_the_console_lists_each_learners_report_and_the_class_predictions(app, state_dir):
+    from server.guesses import GuessStore
+
+    store = HistoryStore(state_dir / "history.sqlite3")
+    grace, _ = LearnerStore(store).create("Grace")
+    store.save_job(make_job("g" * 32, learner_id=grace.id, label="Grace's comparison"))
+    guesses = GuessStore(store)
+    guesses.lock(grace.id, "run-speedup", "How many times as fast will AMP train?", 1.5, fmt="%.2fx")
+    guesses.reveal(grace.id, "run-speedup", 1.2345)
+
+    sign_in(app, PASSWORD)
+    open_page(app, "instructor")
+    markdown, captions = texts(app.markdown), texts(app.caption)
+    assert "**Grace**" in markdown and "1 jobs queued or done · 1 predictions" in captions
+    assert "Report (HTML)" in [d.label for d in app.get("download_button")]
+    predictions = next(frame.value for frame in app.dataframe if "question" in frame.value.columns)
+    row = predictions.set_index("learner").loc["Grace"]
+    assert (row["guess"], row["measured"], row["measured value"]) == ("1.50x", "1.23x", 1.2345)
+    assert "Predictions against results (CSV)" in [d.label for d in app.get("download_button")]

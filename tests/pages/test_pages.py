@@ -386,7 +386,7 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
     assert any(m.startswith("**What this says:**") for m in texts(app.markdown))
     assert len(charts(app)) == 5
     assert [d.label for d in app.get("download_button")] == [
-        "Both runs (JSON)", "Main figures (CSV)", "Loss history (CSV)"
+        "Both runs (JSON)", "Main figures (CSV)", "Loss history (CSV)", "Your lab report (HTML)"
     ]
     assert len(app.expander) == 2
 

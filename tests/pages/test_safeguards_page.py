@@ -1,18 +1,14 @@
 """AppTest for the page of AMP without its safeguards: it queues a labelled pair through the door, reads a finished
 pair's counts, and its deliberate failures stay off Results."""
 
-import time
-
 import pytest
 
 from server.history import HistoryStore
 from server.offer import Offer
-from server.records import JobView
 from server.settings import Settings
 from tests.app_testing import app, charts, open_page, state_dir, texts  # noqa: F401 (fixtures)
-from tests.ui_fixtures import make_result
+from tests.ui_fixtures import counted_result, finished_job
 from trainer.capabilities import DeviceFacts, mode_support
-from trainer.isolated import RunOutcome
 
 
 @pytest.fixture(autouse=True)
@@ -20,27 +16,10 @@ def jobs_on_the_cpu(monkeypatch):
     monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
 
 
-def counted(precision: str, zero: int, stalled: int, config: dict, loss: float):
-    """A finished run with the update counts a tracked run records: 1000 gradient elements, 600 of them moving."""
-    history = [{"step": step, "zero_grad_share": zero / 1000, "stalled_update_share": stalled / 600}
-               for step in (8, 16, 24)]
-    return make_result(precision, config={**config, "track_updates": True}, update_history=history,
-                       update_counts={"steps": 24, "gradients": 1000, "zero": zero, "moving": 600,
-                                      "stalled": stalled},
-                       loss_history=[{"step": 8, "epoch": 1, "loss": 2.3}, {"step": 24, "epoch": 1, "loss": loss}])
-
-
 def save_pair(state_dir, safeguard: str, guarded, failure) -> str:
-    """A finished pair from the lesson, saved as the job manager would, under the lesson's own spec."""
-    spec = Offer(Settings(device="cpu"), mode_support(DeviceFacts("cpu"))).safeguard_demo(safeguard, 16)
-    spec.runs = [guarded.config, failure.config]
-    now = time.time()
-    job = JobView(id=f"pair-{safeguard}", learner_id="another-learner", kind="compare", label=spec.label,
-                  status="done", queue_position=None, estimated_wait_s=None, current_run=1, progress=None,
-                  live_losses=[], outcomes=[RunOutcome(config=r.config, status="ok", result=r) for r in (guarded,
-                                                                                                       failure)],
-                  error=None, spec=spec, created_at=now, started_at=now, finished_at=now + 1,
-                  extras={"device_type": "cpu"})
+    """A finished pair from the lesson, saved as the job manager would, under the lesson's own label."""
+    label = Offer(Settings(device="cpu"), mode_support(DeviceFacts("cpu"))).safeguard_demo(safeguard, 16).label
+    job = finished_job(f"pair-{safeguard}", [guarded, failure], label, purpose="safeguards")
     HistoryStore(state_dir / "history.sqlite3").save_job(job)
     return job.id
 
@@ -62,11 +41,10 @@ def test_the_page_queues_a_labelled_pair_through_the_door(app):
 
 
 def test_finished_pairs_show_what_each_safeguard_kept_and_stay_off_results(state_dir, app):
-    shrunk = {"loss_shrink_log2": 16}
-    job_id = save_pair(state_dir, "no-scaler", counted("amp-fp16", 300, 0, shrunk, 1.9),
-                       counted("amp-fp16-unscaled", 950, 0, shrunk, 2.29))
-    save_pair(state_dir, "no-master-weights", counted("amp-fp16", 300, 0, {}, 1.9),
-              counted("fp16-true", 300, 150, {}, 2.1))
+    job_id = save_pair(state_dir, "no-scaler", counted_result("amp-fp16", 300, 0, 1.9, loss_shrink_log2=16),
+                       counted_result("amp-fp16-unscaled", 950, 0, 2.29, loss_shrink_log2=16))
+    save_pair(state_dir, "no-master-weights", counted_result("amp-fp16", 300, 0, 1.9),
+              counted_result("fp16-true", 300, 150, 2.1))
     open_page(app, "safeguards")
     metrics = {metric.label: metric.value for metric in app.metric}
     assert metrics["Zero gradients with the scaler"] == "30.0%"

@@ -38,3 +38,34 @@ def test_a_guess_is_checked_against_the_first_comparison_queued_after_it():
     assert speedup_since([before, after], 150.0) == pytest.approx(
         after.results[0].total_time_s / after.results[1].total_time_s)
     assert speedup_since([before, after], None) is None  # no guess, no answer
+
+
+def test_a_report_is_built_from_the_stores_found_in_the_pages_run_and_named_for_the_learner(monkeypatch, tmp_path):
+    import threading
+
+    from server.guesses import GuessStore
+    from server.history import HistoryStore
+    from ui import jobs, server_bundle
+
+    history = HistoryStore(tmp_path / "history.sqlite3")
+    guesses = GuessStore(history)
+    guesses.lock("ada", "run-speedup", "How many times as fast?", 1.5, fmt="%.2fx")
+
+    class Manager:
+        device_type = "cpu"
+
+        def jobs_for_learner(self, learner):
+            return [make_job("a" * 32, learner_id=learner, label="Ada's <first> comparison")]
+
+    monkeypatch.setattr(server_bundle, "job_manager", Manager)
+    monkeypatch.setattr(server_bundle, "guesses", lambda: guesses)
+    build = jobs.report_builder("ada", "Ada L.")
+    monkeypatch.setattr(server_bundle, "job_manager", None)  # the builder needs nothing more from the page's run
+    built = []
+    worker = threading.Thread(target=lambda: built.append(build()))  # Streamlit calls it off the script thread
+    worker.start()
+    worker.join(60)
+    assert "AMP Lab report: Ada L." in built[0] and "Ada&#x27;s &lt;first&gt; comparison" in built[0]
+    assert "1.50x" in built[0]
+    assert jobs.report_file_name("Ada L. / room 4").startswith("amp-lab-report-ada-l-room-4-")
+    assert jobs.report_file_name("ü").startswith("amp-lab-report-learner-")

@@ -12,13 +12,11 @@ from tests.lessons.test_interpret import NOISY, STEADY
 from tests.server.test_history import make_job
 from tests.ui_fixtures import lab_pair
 from trainer.config import RunConfig
+from ui.charts import named_results, run_modes, run_names
 from ui.widgets import (
     capacity_sentences,
     live_losses,
-    named_results,
     queue_caption,
-    run_modes,
-    run_names,
     settings_rows,
     waiting_line,
     when,
