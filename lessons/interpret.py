@@ -107,3 +107,24 @@ def _hardware_cause(name: str, device: str, speedup: float, interval: SpeedupInt
                 "slower than fp32 here, and a larger batch or width will not change that. AMP pays off on a GPU, or "
                 "on a CPU with bf16 hardware.")
     return None
+
+
+# Two loss curves "lie on top of each other" when, at every step both logged, they are this close (relative to fp32's):
+LOSS_TRACKS_SHARE = 0.01
+
+
+def loss_tracking(baseline: RunResult, candidate: RunResult) -> str | None:
+    """What the two loss curves show when they lie on top of each other (None otherwise, or with no common step):
+    both runs start from the same weights and see the same batches (the same seed), so curves that coincide say the
+    16-bit arithmetic left training on fp32's course."""
+    ours = {point["step"]: point["loss"] for point in baseline.loss_history}
+    steps = [(ours[point["step"]], point["loss"]) for point in candidate.loss_history if point["step"] in ours]
+    if not steps:
+        return None
+    largest = max(abs(theirs - mine) / abs(mine) for mine, theirs in steps if mine)
+    if largest > LOSS_TRACKS_SHARE:
+        return None
+    return (f"The two loss curves lie on top of each other: at each of the {len(steps)} logged steps the "
+            f"{candidate.precision} run's loss was within {largest:.2%} of {baseline.precision}'s. Both started from "
+            f"the same weights and saw the same batches, so {candidate.precision} kept to {baseline.precision}'s "
+            "course: its 16-bit arithmetic moved the loss by no more than that.")

@@ -5,7 +5,7 @@ instructor's console all ask here."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trainer.comparison_table import MEMORY_SHORT_NAMES, headline_memory
@@ -72,6 +72,29 @@ def doubt(
         return Doubt("spread", f"over {interval.pairs} alternating pairs the speedup ranged from {interval.low:.2f}x "
                                f"to {interval.high:.2f}x, so the runs disagree on which mode is faster")
     return None
+
+
+def timing_summary(runs: Mapping[str, RunResult]) -> str | None:
+    """One line for a comparison's noisy timings (None when every run was timed steadily, or none was measured):
+    how many runs, which, and the first reason, in place of one warning per run and reason."""
+    noisy = [(label, result) for label, result in runs.items() if is_noisy(result.timing_quality)]
+    if not noisy:
+        return None
+    names = ", ".join(label for label, _ in noisy)
+    first = (noisy[0][1].timing_quality.get("reasons") or ["no reason recorded"])[0]
+    count = "The run" if len(runs) == 1 else f"{len(noisy)} of the {len(runs)} runs"
+    return (f"{count} ({names}) {'was' if len(noisy) == 1 else 'were'} timed while other work shared the machine: "
+            f"{first}. Such load moves the times it measures.")
+
+
+def distinct_warnings(runs: Mapping[str, RunResult]) -> list[str]:
+    """Each warning the runs carry, once, with the runs it concerns ("FP32, AMP (fp16): ...")."""
+    holders: dict[str, list[str]] = {}
+    for label, result in runs.items():
+        for warning in result.warnings:
+            holders.setdefault(warning, []).append(label)
+    return [warning if len(labels) == len(runs) > 1 else f"{', '.join(labels)}: {warning}"
+            for warning, labels in holders.items()]
 
 
 @dataclass(frozen=True)

@@ -93,7 +93,7 @@ found = headline(results)
 interval = found.interval
 speed, spread, timing = st.columns(3)
 speed.metric(
-    f"Speedup ({interval.median_name} of {interval.pairs} pairs)" if interval.known else "Speedup (one pair of runs)",
+    f"Speedup ({interval.middle_words} pairs)" if interval.known else "Speedup (one pair of runs)",
     f"{interval.median:.2f}x",
     help="The baseline's training time over the compared mode's: above 1 the compared mode was faster.",
 )

@@ -18,7 +18,7 @@ MEMORY_SHORT_NAMES = {
     "torch_max_reserved": "PyTorch reserved",
     "nvml_process_used": "GPU, this process (nvidia-smi)",
     "nvml_device_used": "GPU in use, all processes (nvidia-smi)",
-    "process_rss_growth": "Process RSS growth",
+    "process_rss_growth": "Process memory growth (RSS)",
 }
 # The lab's table names each mode exactly (mode_name): the AMP modes here, the fp32 ones from what the run recorded.
 EXACT_NAMES = {"amp-fp16": "AMP fp16 + GradScaler", "amp-bf16": "AMP bf16"}
@@ -112,7 +112,8 @@ def comparison_table(
     )]
     if interval is not None and interval.known:
         rows.append((f"Speedup over {interval.pairs} alternating pairs", "", "",
-                     f"{interval.median_name} {interval.median:.2f}x (range {interval.low:.2f}x to {interval.high:.2f}x)"))
+                     f"{interval.median:.2f}x, {interval.middle_words} (range {interval.low:.2f}x to "
+                     f"{interval.high:.2f}x)"))
     if comparison.throughput_speedup is not None:
         rows.append((
             f"Throughput (images/s after {baseline.warmup_steps} warm-up steps)",

@@ -172,10 +172,12 @@ class SpeedupInterval:
         return self.pairs >= 2
 
     @property
-    def median_name(self) -> str:
-        """'median', or 'lower median' for an even number of pairs: the middle pair's own speedup is then the lower
-        of the two middle ones (with 2 pairs, the lower of the two), not their mean."""
-        return "median" if self.pairs % 2 else "lower median"
+    def middle_words(self) -> str:
+        """Which pair's speedup heads the comparison, in plain words: the middle one of an odd number of pairs; of an
+        even number, the lower of the two middle ones (not their mean: a speedup one pair really measured)."""
+        if self.pairs % 2:
+            return f"the middle of {self.pairs}"
+        return "the lower of 2" if self.pairs == 2 else f"the lower of the middle two of {self.pairs}"
 
     @property
     def straddles_one(self) -> bool:
@@ -186,7 +188,7 @@ class SpeedupInterval:
         if not self.known:
             return (f"{self.median:.2f}x from one pair of runs: its spread is unknown (repeat the comparison, "
                     "e.g. compare --repeats 3, to measure it)")
-        return (f"{self.median:.2f}x, {self.median_name} of {self.pairs} alternating pairs (range {self.low:.2f}x to "
+        return (f"{self.median:.2f}x, {self.middle_words} alternating pairs (range {self.low:.2f}x to "
                 f"{self.high:.2f}x)")
 
     def to_dict(self) -> dict:

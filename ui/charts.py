@@ -272,6 +272,22 @@ def loss_series(runs: Mapping[str, RunResult]) -> dict[str, list[dict]]:
     return {label: result.loss_history for label, result in runs.items()}
 
 
+# The loss axis spans at least this share of the loss: two runs 2e-5 apart are drawn as one line, not as a cliff.
+MIN_LOSS_AXIS_SHARE = 0.05
+
+
+def loss_scale(losses: Sequence[float]) -> alt.Scale:
+    """The loss axis: fitted to the values (not from zero), but never narrower than MIN_LOSS_AXIS_SHARE of them."""
+    if not losses:
+        return alt.Scale(zero=False)
+    low, high = min(losses), max(losses)
+    least = MIN_LOSS_AXIS_SHARE * max(abs(high), abs(low))
+    if high - low >= least or least == 0:
+        return alt.Scale(zero=False)
+    middle = (low + high) / 2
+    return alt.Scale(domain=[middle - least / 2, middle + least / 2])
+
+
 def loss_chart(
     series: Mapping[str, Sequence[dict]], last_step: int | None = None, precisions: Mapping[str, str] | None = None
 ) -> alt.Chart:
@@ -301,7 +317,7 @@ def loss_chart(
                 scale=alt.Scale(domain=[0, last_step]) if last_step else alt.Undefined,
             ),
             # "~g" keeps as many digits as the ticks need: a narrow live range no longer repeats "2.30, 2.30".
-            y=alt.Y("loss:Q", title="Loss", scale=alt.Scale(zero=False), axis=alt.Axis(format="~g")),
+            y=alt.Y("loss:Q", title="Loss", scale=loss_scale(frame["loss"].tolist()), axis=alt.Axis(format="~g")),
             color=_color({label: precisions.get(label, "") for label in labels} if precisions else labels),
             strokeDash=alt.StrokeDash("run:N", title="Run", sort=labels, legend=_run_legend()),
             shape=alt.Shape("run:N", title="Run", sort=labels, legend=_run_legend()),

@@ -15,14 +15,13 @@ from datetime import UTC, datetime
 import altair as alt
 import pandas as pd
 
-from lessons.interpret import interpret
+from lessons.interpret import interpret, loss_tracking
 from lessons.safeguards import final_losses, rounding_reading, underflow_reading
-from lessons.verdicts import headline
+from lessons.verdicts import distinct_warnings, headline, timing_summary
 from server.guesses import Guess
 from server.records import JOB_PURPOSES, JobView
 from trainer.comparison_table import format_seconds, lab_differences
 from trainer.results import LAB_REFERENCE, RunResult
-from trainer.timing_quality import is_noisy
 from ui import charts
 from ui.learn_charts import update_share_chart
 
@@ -109,6 +108,7 @@ def _comparison(job: JobView) -> str:
         + _text("; ".join(differs) + "." if differs else "the same modes and settings as the lab's.") + "</p>",
         _timing(runs),
         _charts(runs),
+        f"<p class='note'>{_text(tracking)}</p>" if (tracking := loss_tracking(baseline, candidate)) else "",
         f"<details><summary>The lab's reference figures (not these runs; from {_text(LAB_REFERENCE['source'])})"
         f"</summary>{_table(charts.lab_reference_table())}</details>",
     ]
@@ -117,16 +117,14 @@ def _comparison(job: JobView) -> str:
 
 
 def _timing(runs: dict[str, RunResult]) -> str:
-    """One line on how steady each run's timing was, with the reasons of any that was noisy."""
-    noisy = {label: result for label, result in runs.items() if is_noisy(result.timing_quality)}
-    measured = [result for result in runs.values() if result.timing_quality]
-    if not measured:
-        return "<p class='note'><b>Timing quality:</b> not measured (runs recorded before it was).</p>"
-    line = (f"{len(measured) - len(noisy)} of {len(runs)} runs timed steadily"
-            + (f"; noisy: {len(noisy)}" if noisy else ""))
-    reasons = "".join(f"<li>{_text(label)}: {_text('; '.join(result.timing_quality.get('reasons', [])))}</li>"
-                      for label, result in noisy.items())
-    return f"<p class='note'><b>Timing quality:</b> {_text(line)}.</p>" + (f"<ul>{reasons}</ul>" if reasons else "")
+    """One line on how steady the runs' timing was, as Results says it, and each run's warnings once."""
+    if not any(result.timing_quality for result in runs.values()):
+        line = "not measured (runs recorded before it was)."
+    else:
+        line = timing_summary(runs) or f"all {len(runs)} runs were timed steadily."
+    warnings = "".join(f"<li>{_text(warning)}</li>" for warning in distinct_warnings(runs))
+    return (f"<p class='note'><b>Timing quality:</b> {_text(line)}</p>"
+            + (f"<ul class='note'>{warnings}</ul>" if warnings else ""))
 
 
 def _charts(runs: dict[str, RunResult]) -> str:

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
-from lessons.interpret import interpret
-from lessons.verdicts import headline
+from lessons.interpret import interpret, loss_tracking
+from lessons.verdicts import distinct_warnings, headline, timing_summary
 from server.devices import Slot
 from server.instructor import Capacity
 from server.records import JobView
@@ -207,11 +207,10 @@ def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_referen
         st.table(table, hide_index=True)
     st.markdown(f"**What this says:** {interpret(baseline, candidate, interval, runs=list(runs.values()))}")
     st.caption(f"**Speedup:** {interval.describe()}.")
-    for label, result in runs.items():
-        for reason in (result.timing_quality or {}).get("reasons", []):
-            st.warning(f"{label}: timing was noisy: {reason}")
-        for warning in result.warnings:
-            st.warning(f"{label}: {warning}")
+    if noisy := timing_summary(runs):
+        st.warning(noisy)
+    for warning in distinct_warnings(runs):
+        st.warning(warning)
 
 
 def comparison_charts(runs: Mapping[str, RunResult], key: str) -> None:
@@ -223,6 +222,9 @@ def comparison_charts(runs: Mapping[str, RunResult], key: str) -> None:
     right.altair_chart(charts.throughput_chart(runs), width="stretch", key=f"{key}-throughput")
     loss = charts.loss_chart(charts.loss_series(runs), precisions=charts.run_precisions(runs))
     st.altair_chart(loss, width="stretch", key=f"{key}-loss")
+    found = headline(list(runs.values()))
+    if found is not None and (tracking := loss_tracking(found.baseline, found.candidate)):
+        st.caption(tracking)
 
 
 def when(stamp: float | str | None) -> str:

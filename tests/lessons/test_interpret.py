@@ -203,3 +203,19 @@ def test_amp_bf16_slower_on_a_cpu_without_bf16_instructions_is_put_down_to_emula
     amx = {**cpu, "cpu_flags": ["amx_tile", "amx_bf16"]}
     assert interpret(make_result("fp32", 10.0, environment=amx), make_result("amp-bf16", 13.0, environment=amx)
                      ).startswith("amp-bf16 was slower here (1.30x the fp32 time)")
+
+
+def test_loss_curves_on_top_of_each_other_are_said_to_show_the_16_bit_run_kept_fp32s_course():
+    from dataclasses import replace
+
+    from lessons.interpret import LOSS_TRACKS_SHARE, loss_tracking
+
+    baseline, candidate = lab_pair("amp-bf16")
+    close = replace(candidate, loss_history=[{**p, "loss": p["loss"] * 1.002} for p in baseline.loss_history])
+    sentence = loss_tracking(baseline, close)
+    assert sentence.startswith("The two loss curves lie on top of each other: at each of the 4 logged steps the "
+                               "amp-bf16 run's loss was within 0.20% of fp32's.")
+    apart = replace(candidate, loss_history=[{**p, "loss": p["loss"] * (1 + 2 * LOSS_TRACKS_SHARE)}
+                                             for p in baseline.loss_history])
+    assert loss_tracking(baseline, apart) is None
+    assert loss_tracking(baseline, replace(candidate, loss_history=[])) is None

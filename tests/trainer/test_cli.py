@@ -133,7 +133,7 @@ def test_run_prints_lab_lines_and_a_summary_and_writes_json(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "[Epoch: 1, Batch:     2] loss: " in out and "[Epoch: 1, Batch:     4] loss: " in out
     assert "warm-up included" in out and "excluding the first 1 warm-up steps" in out
-    assert "Process RSS growth" in out and "test accuracy" in out
+    assert "Process memory growth (RSS)" in out and "test accuracy" in out
     saved = json.loads(path.read_text())
     assert saved["config"]["precision"] == "amp-bf16" and saved["total_steps"] == 4
 
@@ -157,7 +157,7 @@ def test_compare_runs_both_modes_and_prints_the_table(one_compare):
     out, saved = one_compare
     header = next(line for line in out.splitlines() if line.startswith("Metric"))
     assert [cell.strip() for cell in header.split(" | ")][1:] == ["FP32", "AMP bf16", "Improvement"]
-    for row in ("Training time (1 epoch)", "Throughput (images/s after", "Peak memory: Process RSS growth",
+    for row in ("Training time (1 epoch)", "Throughput (images/s after", "Peak memory: Process memory growth (RSS)",
                 "Test accuracy"):
         assert row in out
     assert saved["baseline"]["config"]["precision"] == "fp32"

@@ -44,11 +44,12 @@ def test_a_change_that_rounds_to_nothing_claims_no_direction():
     assert _points(-0.0004) == "+0.0 points" and _points(-0.012) == "-1.2 points"
 
 
-def test_an_even_number_of_pairs_names_its_lower_median():
+def test_the_headline_pair_is_named_in_plain_words():
     from trainer.results import SpeedupInterval
 
-    assert SpeedupInterval(1.2, 1.2, 1.5, 2).describe().startswith("1.20x, lower median of 2 alternating pairs")
-    assert SpeedupInterval(1.3, 1.2, 1.5, 3).describe().startswith("1.30x, median of 3 alternating pairs")
+    assert SpeedupInterval(1.2, 1.2, 1.5, 2).describe().startswith("1.20x, the lower of 2 alternating pairs")
+    assert SpeedupInterval(1.3, 1.2, 1.5, 3).describe().startswith("1.30x, the middle of 3 alternating pairs")
+    assert SpeedupInterval(1.3, 1.2, 1.5, 4).middle_words == "the lower of the middle two of 4"
 
 
 def test_text_and_records_carry_the_same_cells():
@@ -82,7 +83,7 @@ def test_the_table_shows_the_speedup_interval_or_says_it_is_unknown():
     from trainer.results import SpeedupInterval
 
     built = comparison_table(*lab_pair(), SpeedupInterval(1.56, 1.4, 1.7, 3))
-    assert by_metric(built)["Speedup over 3 alternating pairs"][2] == "median 1.56x (range 1.40x to 1.70x)"
+    assert by_metric(built)["Speedup over 3 alternating pairs"][2] == "1.56x, the middle of 3 (range 1.40x to 1.70x)"
     single = comparison_table(*lab_pair(), SpeedupInterval(1.56, None, None, 1))
     assert any("spread is unknown" in note for note in single.notes)
 

@@ -66,7 +66,7 @@ def test_speedup_interval_over_alternating_pairs():
     assert [r.precision for r in baselines] == ["fp32"] * 3 and len(candidates) == 3
     interval = speedup_interval(baselines, candidates)
     assert (interval.median, interval.low, interval.high, interval.pairs) == pytest.approx((1.25, 10 / 9, 1.5, 3))
-    assert not interval.straddles_one and "median of 3 alternating pairs (range 1.11x to 1.50x)" in interval.describe()
+    assert not interval.straddles_one and "the middle of 3 alternating pairs (range 1.11x to 1.50x)" in interval.describe()
     assert median_pair(baselines, candidates)[0].total_time_s == 10.0 and median_pair(baselines, candidates)[1].total_time_s == 8.0
 
 

@@ -122,6 +122,16 @@ def test_overlapping_loss_lines_stay_apart_and_the_axis_keeps_its_digits(runs):
     assert encoding["y"]["axis"]["format"] == "~g"  # ".2f" printed 2.30 on every tick of a narrow live range
 
 
+def test_a_tiny_difference_between_losses_is_not_drawn_as_a_cliff():
+    close = {"FP32": [{"step": 1, "loss": 2.30000}, {"step": 2, "loss": 2.30002}],
+             "AMP (bf16)": [{"step": 1, "loss": 2.30001}, {"step": 2, "loss": 2.30002}]}
+    low, high = charts.loss_chart(close).to_dict()["encoding"]["y"]["scale"]["domain"]
+    assert high - low == pytest.approx(charts.MIN_LOSS_AXIS_SHARE * 2.30002)  # 0.115 wide, not 2e-5
+    assert low < 2.30000 and high > 2.30002
+    falling = {"FP32": [{"step": 1, "loss": 2.3}, {"step": 2, "loss": 1.4}]}
+    assert charts.loss_chart(falling).to_dict()["encoding"]["y"]["scale"] == {"zero": False}  # fitted to the data
+
+
 def test_bar_labels_are_dark_and_names_lie_one_per_row_wrapped(runs):
     time_spec = charts.time_chart(runs).to_dict()
     assert time_spec["layer"][1]["encoding"]["color"] == {"value": charts.LABEL_COLOUR}

@@ -65,8 +65,8 @@ def test_the_report_holds_the_runs_the_charts_as_svg_and_the_predictions_and_loa
     assert "How many times as fast will AMP train? 1.50x 1.56x" in text  # the guess beside the revealed answer
     assert "How much less memory <at batch 256>? skipped not revealed yet" in text
     assert "Training time (2 epochs) 75.0 s 48.0 s 1.56x faster" in text  # the lab's table from the runs
-    assert "Timing quality: 1 of 2 runs timed steadily; noisy: 1." in text
-    assert "AMP (fp16): other processes used 68% of the CPU" in text
+    assert ("Timing quality: 1 of the 2 runs (AMP (fp16)) was timed while other work shared the machine: other "
+            "processes used 68% of the CPU." in text)
     assert "underflow zeroed about 65.0% of them" in text and "deliberate failure" in text
     assert "the run ran out of memory at batch 8192" in text  # a failed job is listed with its error
     assert re.search(r"device_name\s+Test CPU", text)

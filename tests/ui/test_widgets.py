@@ -59,7 +59,9 @@ def test_a_noisy_run_outside_the_median_pair_makes_the_summary_uncertain():
     assert what_this_says(at).startswith(
         "**What this says:** The speedup is uncertain: the timing of 1 of the 6 runs was noisy (pair 2's amp-bf16 run: "
         "other processes used 48%")
-    assert any(w.value.startswith("AMP (bf16) #2: timing was noisy: other processes used 48%") for w in at.warning)
+    (warning,) = at.warning  # one line for the noise, not one box per run and reason
+    assert warning.value.startswith("1 of the 6 runs (AMP (bf16) #2) was timed while other work shared the machine: "
+                                    "other processes used 48%")
 
 
 def test_a_steady_repeated_comparison_states_the_median_speedup():
@@ -161,3 +163,16 @@ def test_every_time_is_shown_in_one_style_in_utc_with_the_zone_said(monkeypatch)
     finally:
         monkeypatch.delenv("TZ")
         time.tzset()
+
+
+def charts_script(results):
+    from ui.charts import run_labels
+    from ui.widgets import comparison_charts
+
+    comparison_charts(run_labels(results), key="test")
+
+
+def test_loss_curves_on_top_of_each_other_are_explained_under_the_charts():
+    at = AppTest.from_function(charts_script, args=(list(lab_pair("amp-bf16")),), default_timeout=30).run()
+    assert not at.exception
+    assert any(c.value.startswith("The two loss curves lie on top of each other") for c in at.caption)
