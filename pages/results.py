@@ -8,7 +8,7 @@ from ui import exports, jobs, server_bundle
 from ui.charts import named_results
 from ui.identity import learner
 from ui.reference import load_references, reference_panel
-from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, when
+from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, step_budget_panel, when
 
 st.title("Results")
 
@@ -120,6 +120,9 @@ comparison_summary(runs, key="results", with_lab_reference=True)
 st.subheader("Charts")
 st.caption("Hover over a bar, line or point for its exact value.")
 comparison_charts(runs, key="results")
+
+st.subheader("The step's budget")
+step_budget_panel(runs)
 
 st.subheader("How each run was made")
 for label, result in runs.items():

@@ -253,6 +253,7 @@ class Offer:
             width=request.width, channels_last=request.channels_last, breakdown=request.breakdown, subset=subset,
             test_subset=None if subset is None else min(subset, TEST_IMAGES_FOR_SUBSETS),
             log_every=log_every(subset, request.batch_size, request.epochs),
+            measure_peaks=True,  # for the step budget on Results: once per device, then from the server's cache
         )
         runs = [RunConfig(precision=precision, **shared)
                 for _ in range(request.repeats) for precision in (request.baseline, request.precision)]
@@ -445,7 +446,8 @@ class Offer:
         refusal = self.kind_refusal(spec.purpose, used(spec.purpose) if used is not None else 0)
         if refusal:
             raise ConfigError(refusal)
-        runs = [replace(run, data_root=self.settings.data_root, device=self.device_type) for run in spec.runs]
+        runs = [replace(run, data_root=self.settings.data_root, device=self.device_type,
+                        peaks_cache=str(self.settings.peaks_cache_path)) for run in spec.runs]
         failures = [run.precision for run in runs if run.is_failure]
         if failures and spec.purpose != "safeguards":
             raise ConfigError(f"{failures[0]} is a deliberate failure: it runs only in the lesson on AMP without its "

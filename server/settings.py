@@ -155,6 +155,11 @@ class Settings:
     def history_path(self) -> Path:
         return Path(self.state_dir).expanduser() / "history.sqlite3"
 
+    @property
+    def peaks_cache_path(self) -> Path:
+        """This server's measured device peaks (trainer/peaks.py), one entry per device and torch build."""
+        return Path(self.state_dir).expanduser() / "device-peaks.json"
+
     def describe(self) -> list[tuple[str, str, object, str]]:
         """Rows of (setting, environment variable, current value, meaning) for the README and the app."""
         return [(name, var, self._shown(name), meaning) for name, (var, meaning) in SETTINGS_HELP.items()]

@@ -109,13 +109,18 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                              "with gradients 2^N times smaller (default 0)")
     parser.add_argument("--track-updates", action="store_true",
                         help="count zero gradients and updates rounded away, every step (adds a sync per step)")
+    parser.add_argument("--measure-peaks", action="store_true",
+                        help="after training, measure this device's best matmul, copy and launch rates (a few "
+                             "seconds; kept in --peaks-cache when given) for the step budget")
+    parser.add_argument("--peaks-cache", metavar="PATH", default=None,
+                        help="a JSON file of measured peaks per device: read if this device is there, else added")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the result(s) as JSON to PATH")
 
 
 # The run options named as RunConfig's fields; the other three are spelled differently on the command line.
 _SAME_NAMES = ("epochs", "batch_size", "data", "data_root", "loader", "subset", "test_subset", "width", "channels_last",
                "cudnn_benchmark", "device", "seed", "log_every", "warmup_steps", "min_steady_s", "breakdown",
-               "loss_scale_init", "loss_shrink_log2", "track_updates")
+               "loss_scale_init", "loss_shrink_log2", "track_updates", "measure_peaks", "peaks_cache")
 
 
 def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
@@ -273,6 +278,10 @@ def summary(result: RunResult) -> str:
         lines.append(f"  zero gradients: {result.zero_grad_share:.2%} of every gradient element; updates rounded "
                      "away: " + ("none moved" if stalled is None else f"{stalled:.3%} of the weights with a "
                                                                            "nonzero gradient"))
+    if result.device_peaks:
+        rates = ", ".join(f"{dtype} {tflops:.3g}" for dtype, tflops in result.device_peaks["matmul_tflops"].items())
+        lines.append(f"  device peaks: matmul TFLOP/s {rates}; copy {result.device_peaks['copy_gb_per_s']:.3g} GB/s; "
+                     f"one tiny op {result.device_peaks['launch_us']:.3g} µs")
     if result.data_wait_s is not None:
         lines.append(f"  breakdown: waiting for data {result.data_wait_s:.2f} s, computing {result.compute_s:.2f} s")
     quality = result.timing_quality

@@ -82,6 +82,10 @@ class RunConfig:
     # with every gradient 2^n times smaller, as a deeper model's are (the safeguards lesson). 0: the lab's.
     loss_shrink_log2: int = 0
     track_updates: bool = False  # record the shares of zero gradients and of updates rounded away (syncs per step)
+    # After training (outside the timed window): this device's best matmul, copy and launch rates (trainer/peaks.py),
+    # read from `peaks_cache` or measured into it once per device, for the step budget.
+    measure_peaks: bool = False
+    peaks_cache: str | None = None
 
     def validate(self, refused: Mapping[str, str] | None = None) -> "RunConfig":
         """Raise ConfigError with one clear line for the first bad value (UnsupportedModeError for a precision that
@@ -113,6 +117,8 @@ class RunConfig:
         _int_range("loss_shrink_log2", self.loss_shrink_log2, 0, MAX_LOSS_SHRINK_LOG2)
         if not isinstance(self.track_updates, bool):
             raise ConfigError(f"track_updates is true or false, got {self.track_updates!r}")
+        if not isinstance(self.measure_peaks, bool):
+            raise ConfigError(f"measure_peaks is true or false, got {self.measure_peaks!r}")
         if not (0 < self.lr < 10):
             raise ConfigError(f"learning rate must be between 0 and 10, got {self.lr}")
         if not (0 <= self.momentum < 1):

@@ -31,6 +31,7 @@ from trainer.measure import (
     steady_throughput,
 )
 from trainer.model import build_model
+from trainer.peaks import cached_peaks
 from trainer.precision import PrecisionPolicy
 from trainer.progress import Progress
 from trainer.results import RunResult
@@ -193,6 +194,8 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     result = _to_result(config, device, policy, timeline, peaks, memory.warnings, accuracy)
     result.timing_quality = timeline.timing.record(memory.gpu_activity(timeline.timing.window))
     result.resident_data_bytes = resident_bytes
+    if config.measure_peaks:  # after the timed window and the memory peaks: they measure training alone
+        result.device_peaks = cached_peaks(device, config.peaks_cache).to_dict()
     return result
 
 

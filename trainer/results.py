@@ -70,6 +70,7 @@ class RunResult:
     # "stalled_update_share"}, and the run's counts {"steps", "gradients", "zero", "moving", "stalled"}.
     update_history: list[dict] = field(default_factory=list)
     update_counts: dict | None = None
+    device_peaks: dict | None = None  # with config.measure_peaks: trainer.peaks.DevicePeaks as a dict
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 import streamlit as st
 
 from lessons.interpret import interpret, loss_tracking
+from lessons.step_budget import PUBLISHED_SOURCE, budget_rows, budget_sentence, run_budget
 from lessons.verdicts import distinct_warnings, headline, timing_summary
 from server.devices import Slot
 from server.instructor import Capacity
@@ -15,6 +16,7 @@ from server.records import JobView
 from server.settings import Settings
 from trainer.comparison_table import format_seconds, lab_differences
 from trainer.environment import HardwareReport
+from trainer.peaks import DevicePeaks
 from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts
 from ui.charts import run_modes, run_names
@@ -249,3 +251,29 @@ def next_link(page: str, label: str) -> None:
     """The learn pages' last line: a divider and a link to the next page of the walkthrough."""
     st.divider()
     st.page_link(page, label=f"Next: {label}", icon="➡️")
+
+
+def step_budget_panel(runs: Mapping[str, RunResult]) -> None:
+    """The comparison's median pair against this device's measured peaks (lessons/step_budget.py): the sentence,
+    the table, and where the peaks come from."""
+    found = headline(list(runs.values()))
+    named = {label: result for label, result in runs.items() if result in (found.baseline, found.candidate)}
+    measured = next((result.device_peaks for result in named.values() if result.device_peaks), None)
+    if measured is None:
+        st.caption("These runs did not measure this device's peak rates (a comparison from before they were): run "
+                   "a comparison again to see its step budget.")
+        return
+    peaks = DevicePeaks.from_dict(measured)
+    budgets = [budget for label, result in named.items() if (budget := run_budget(label, result, peaks))]
+    if not budgets:
+        st.caption("No steady step time was measured (the runs ended within their warm-up), so there is no budget.")
+        return
+    st.markdown(budget_sentence(budgets))
+    st.table(budget_rows(budgets), hide_index=True)
+    rates = ", ".join(f"{dtype} {tflops:,.3g}" for dtype, tflops in peaks.matmul_tflops.items())
+    published = "" if budgets[0].published_s is None else f" Published peaks: {PUBLISHED_SOURCE}."
+    st.caption(f"FLOPs counted by torch.utils.flop_counter over one forward and backward pass at this run's width and "
+               f"batch. Measured peaks on {peaks.device_name} (torch {peaks.torch_version}): matrix multiply, "
+               f"TFLOP/s: {rates}; memory copy {peaks.copy_gb_per_s:,.3g} GB/s; one tiny operation "
+               f"{peaks.launch_us:.3g} µs. Convolutions are set against the matrix-multiply rate, which they can at "
+               f"best reach.{published}")

@@ -212,6 +212,9 @@ def test_when_amp_pays_page_without_history(app):
     infos = texts(app.info)
     assert any("No time breakdown" in i for i in infos) and any("No sweep on this server yet" in i for i in infos)
     assert any("applies to GPUs" in c for c in texts(app.caption))
+    budget = " ".join(" ".join(texts(app.markdown)).split())  # the lab's step, counted by torch, against an H200's published peaks
+    assert "is **11.38 GFLOP**" in budget and "**23 µs in TF32** and **11.5 µs in" in budget
+    assert "The lab measured 76.5 ms a step in fp32" in budget
     assert [b.label for b in app.button] == ["Measure where the time goes", "Queue the sweep", "Lock in my guess",
                                              "Just show me"]
     app.multiselect(key="sweep_batches").set_value([32, 64, 128, 256, 512, 1024, 2048]).run()

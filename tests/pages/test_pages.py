@@ -436,3 +436,29 @@ def test_a_full_queue_is_refused_with_one_line(app, monkeypatch):
     assert texts(app.error) == [
         "you already have 1 job waiting or running; wait for one to finish or cancel it (this server allows 1 per learner)"
     ]
+
+
+def test_results_sets_the_step_against_the_devices_measured_peaks(app, state_dir):
+    from dataclasses import replace
+
+    from trainer.peaks import DevicePeaks
+
+    _, results = recorded_runs("noisy_compare_cpu.json")
+    measured = DevicePeaks("CPU: recorded", "2.14.1", matmul_tflops={"fp32": 0.2, "bf16": 0.4, "fp16": 0.01},
+                           copy_gb_per_s=20.0, launch_us=3.0).to_dict()
+    save_comparison(state_dir, app.session_state["amp_lab_learner"].id,
+                    [replace(result, device_peaks=measured) for result in results])
+    open_page(app, "results")
+    assert any(m.startswith("At this device's measured best matrix-multiply rates, FP32: the arithmetic needs")
+               for m in texts(app.markdown))
+    budget = next(t.value for t in app.table if "FLOPs per step" in t.value.columns)
+    assert budget["Run"].tolist() == list(budget["Run"])[:2] and len(budget) == 2
+    assert budget["FLOPs per step"].iloc[0].endswith("GFLOP")
+    assert any("Measured peaks on CPU: recorded (torch 2.14.1)" in c for c in texts(app.caption))
+
+
+def test_results_of_runs_without_peaks_say_how_to_get_a_budget(app, state_dir):
+    _, results = recorded_runs("noisy_compare_cpu.json")
+    save_comparison(state_dir, app.session_state["amp_lab_learner"].id, results)
+    open_page(app, "results")
+    assert any(c.startswith("These runs did not measure this device's peak rates") for c in texts(app.caption))

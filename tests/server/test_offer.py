@@ -117,6 +117,7 @@ def test_the_run_button_submits_fp32_then_the_chosen_mode_with_equal_settings():
     assert fp32_rest == {k: v for k, v in amp.to_dict().items() if k != "precision"}
     assert fp32.test_subset == 1000 and fp32.subset == 2048
     assert spec.label.startswith("fp32 vs amp-bf16, 2 epochs, batch 128")
+    assert fp32.measure_peaks and amp.measure_peaks  # for the step budget on Results
     spec.check_shape()
 
 
@@ -212,6 +213,7 @@ def test_the_door_forces_the_instructors_folder_and_this_device_and_checks_every
                                                     epochs=2)], label="  mine  "))
     (run,) = admitted.runs
     assert (run.device, run.data_root, admitted.label) == ("cpu", str(tmp_path / "data"), "mine")
+    assert run.peaks_cache == str(door.settings.peaks_cache_path)  # the server's cache, not the learner's path
     with pytest.raises(ConfigError, match="4 epochs is above this server's limit of 3"):
         door.admit(JobSpec("run", [RunConfig(epochs=4, data="synthetic")]))
     with pytest.raises(UnsupportedModeError, match="tf32 needs an NVIDIA GPU"):
