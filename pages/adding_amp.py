@@ -14,7 +14,7 @@ from ui.lab_code import (
     script_diff,
 )
 from ui.predict import predict_then_check
-from ui.widgets import next_link
+from ui.widgets import amp_step_picture, next_link
 
 
 @st.cache_data(show_spinner="Running the old spelling in a fresh Python to catch its warning...")
@@ -34,6 +34,7 @@ def code_list(names: list[str]) -> str:
 
 
 st.title("Adding AMP")
+amp_step_picture("adding_amp")
 st.markdown(
     """
 Turning the baseline into mixed-precision training takes two tools from `torch.amp`: **autocast**, which

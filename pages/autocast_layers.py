@@ -8,7 +8,7 @@ from trainer.errors import TrainerError
 from ui import server_bundle
 from ui.learn_charts import dtype_grid_chart
 from ui.predict import predict_then_check
-from ui.widgets import next_link
+from ui.widgets import amp_step_picture, next_link
 
 COLUMN_NAMES = {
     "layer": "layer",
@@ -35,6 +35,7 @@ def op_lists_for(device: str) -> list[dict]:
 
 
 st.title("Autocast, layer by layer")
+amp_step_picture("autocast_layers")
 st.markdown(
     """
 What does `torch.autocast` actually change? Below, the lab's model runs one forward and one backward pass on a

@@ -9,7 +9,7 @@ from ui import server_bundle
 from ui.lab_code import BASELINE_SCRIPT, read_script
 from ui.predict import predict_then_check
 from ui.reference import load_references
-from ui.widgets import next_link
+from ui.widgets import amp_step_picture, next_link
 
 # The throughput slider per device (low, high, start, step). CPU: from a loaded 2-core EPYC (about 100 images/s, the
 # reference) to a calm 2-core Xeon with AMX (2,864, README's Benchmark). GPU: the small CNN is bound by kernel
@@ -23,6 +23,7 @@ def tf32_states() -> list[dict]:
 
 
 st.title("The fp32 baseline")
+amp_step_picture("fp32_baseline")
 st.markdown(
     """
 Before changing anything, measure where you start. The baseline trains a small convolutional network on

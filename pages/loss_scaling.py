@@ -13,7 +13,7 @@ from trainer.errors import TrainerError
 from ui import jobs, server_bundle
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart, scale_traces_chart
 from ui.predict import predict_then_check
-from ui.widgets import next_link, when
+from ui.widgets import amp_step_picture, next_link, when
 
 GRADIENT_KINDS = {
     "weight gradients": "gradients",
@@ -65,6 +65,7 @@ def scaler_name(config) -> str:
 
 
 st.title("Underflow and loss scaling")
+amp_step_picture("loss_scaling")
 st.markdown(
     """
 Gradients are often tiny: each is a sum of many small contributions, divided by the batch size. fp16's smallest

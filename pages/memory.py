@@ -16,7 +16,7 @@ from trainer.errors import TrainerError
 from ui import server_bundle
 from ui.learn_charts import memory_breakdown_chart, memory_by_batch_chart
 from ui.predict import predict_then_check
-from ui.widgets import next_link
+from ui.widgets import amp_step_picture, next_link
 
 
 @st.cache_data(show_spinner="Measuring one training step in each mode, in a fresh Python...", max_entries=16)
@@ -110,6 +110,7 @@ def batch_sweep(amp: str, device: str) -> None:
 
 
 st.title("Where the memory goes")
+amp_step_picture("memory")
 st.markdown(
     """
 The lab reports that AMP needs about 39% less GPU memory (1.8 GB -> 1.1 GB in nvidia-smi). Where does that come

@@ -9,7 +9,7 @@ from trainer.errors import TrainerError
 from ui import server_bundle
 from ui.learn_charts import bits_html, bits_legend_html, format_range_chart
 from ui.predict import predict_then_check
-from ui.widgets import next_link
+from ui.widgets import amp_step_picture, next_link
 
 EXAMPLES = "0.1, 1/3, 65504, 65520, 500, 2^-24, 1e-40, -2.5"
 
@@ -24,6 +24,7 @@ def model_values(source: str, data_root: str) -> dict:
 
 
 st.title("Number formats: from fp32 to fp8")
+amp_step_picture("number_formats")
 st.markdown(
     """
 A floating-point number is stored as three fields: a **sign** bit, an **exponent** that says which power of two

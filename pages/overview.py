@@ -5,9 +5,10 @@ import streamlit as st
 from ui import jobs, server_bundle
 from ui.predict import predict_then_check
 from ui.reference import load_references
-from ui.widgets import RUN_PAGE, hardware_panel, next_link
+from ui.widgets import RUN_PAGE, amp_step_picture, hardware_panel, next_link
 
 st.title("AMP Lab: faster training with mixed precision")
+amp_step_picture("overview")
 
 st.markdown(
     """

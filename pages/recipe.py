@@ -6,7 +6,7 @@ import streamlit as st
 
 from lessons import recipes
 from ui.predict import predict_then_check
-from ui.widgets import next_link
+from ui.widgets import amp_step_picture, next_link
 
 
 @st.cache_data(show_spinner=False)
@@ -51,6 +51,7 @@ WHY = {
 }
 
 st.title("The recipe: AMP in your own training code")
+amp_step_picture("recipe")
 st.markdown(
     """
 The lab's three changes (autocast around the forward pass, a GradScaler, `scaler.step` and `scaler.update`) are

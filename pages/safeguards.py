@@ -15,7 +15,7 @@ from server.offer import SAFEGUARD_DEFAULT_SHRINK, SAFEGUARD_SHRINKS
 from ui import jobs, server_bundle
 from ui.charts import loss_chart, named_results, run_modes
 from ui.learn_charts import update_share_chart
-from ui.widgets import when
+from ui.widgets import amp_step_picture, when
 
 KEYS = {"no-scaler": "safeguards_no_scaler_job", "no-master-weights": "safeguards_no_master_job"}
 
@@ -54,6 +54,7 @@ def show_runs(job, field: str, axis_title: str) -> None:
 
 
 st.title("AMP without its safeguards")
+amp_step_picture("safeguards")
 st.markdown(
     """
 fp16 AMP has two safeguards. The **GradScaler** multiplies the loss before the backward pass so that small

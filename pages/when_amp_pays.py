@@ -19,7 +19,7 @@ from ui import jobs, server_bundle
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.predict import predict_then_check
 from ui.reference import Reference, reference_rows, reference_sweep
-from ui.widgets import next_link, when
+from ui.widgets import amp_step_picture, next_link, when
 
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
 SWEEP_KEY = "when_amp_pays_sweep_job"
@@ -129,6 +129,7 @@ manager = server_bundle.job_manager()
 source = offer.default_data
 
 st.title("When AMP pays off")
+amp_step_picture("when_amp_pays")
 st.markdown(
     """
 AMP speeds a step up in two ways. Matrix products (convolutions, linear layers) run on Tensor Cores (on a CPU,

@@ -71,5 +71,13 @@ def texts(elements) -> list[str]:
     return [element.value for element in elements]
 
 
+STEP_PICTURE_TITLE = "One AMP training step"  # ui/learn_charts.amp_step_chart, on every Learn page
+
+
 def charts(at: AppTest) -> list:
-    return at.get("vega_lite_chart")
+    """The page's charts of data: every Vega-Lite chart but the picture of an AMP step at the top of a Learn page."""
+    return [chart for chart in at.get("vega_lite_chart") if STEP_PICTURE_TITLE not in chart.proto.spec]
+
+
+def step_pictures(at: AppTest) -> list:
+    return [chart for chart in at.get("vega_lite_chart") if STEP_PICTURE_TITLE in chart.proto.spec]

@@ -8,6 +8,7 @@ import math
 import altair as alt
 import pandas as pd
 
+from lessons.amp_step import STEP_PARTS
 from lessons.number_formats import BitLayout, FormatRange
 from lessons.payoff import COMPUTE_PART, WAIT_PART, WORKERS_PART
 from lessons.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
@@ -376,3 +377,67 @@ def update_share_chart(series: dict[str, list[dict]], precisions: dict[str, str]
                      alt.Tooltip("share:Q", title=axis_title, format=".2%")],
         )
     )
+
+
+STEP_ROW = 5  # parts per row: the forward pass left to right, then the backward pass and the update right to left
+STEP_BOX = (0.42, 0.3)  # half a box's width and height, in grid units
+STEP_COLOURS = {True: "#f58518", False: "#eeeeee"}
+
+
+def amp_step_positions() -> dict[str, tuple[float, float]]:
+    """Each part's place on a two-row grid: the forward pass on the top row, left to right; the backward pass and
+    the update on the bottom row, right to left, so the step reads as one loop."""
+    places = {}
+    for index, part in enumerate(STEP_PARTS):
+        row, column = divmod(index, STEP_ROW)
+        places[part.key] = (float(column if row == 0 else STEP_ROW - 1 - column), float(row))
+    return places
+
+
+def amp_step_chart(highlighted: tuple[str, ...] | set[str]) -> alt.LayerChart:
+    """The picture of one AMP step (lessons/amp_step.py), the `highlighted` parts coloured: boxes joined by arrows
+    in the order the parts run, and a dashed arrow from the scale's update back to the weights (the next step)."""
+    places = amp_step_positions()
+    half_w, half_h = STEP_BOX
+    boxes = pd.DataFrame([
+        {"key": part.key, "number": index + 1, "label": part.label.split("\n"), "what": part.what,
+         "x": places[part.key][0] - half_w, "x2": places[part.key][0] + half_w, "cx": places[part.key][0],
+         "y": places[part.key][1] - half_h, "y2": places[part.key][1] + half_h, "cy": places[part.key][1],
+         "highlighted": part.key in highlighted}
+        for index, part in enumerate(STEP_PARTS)
+    ])
+    arrows = []
+    keys = [part.key for part in STEP_PARTS]
+    for start, end in zip(keys, keys[1:] + keys[:1]):
+        (x1, y1), (x2, y2) = places[start], places[end]
+        if y1 == y2:  # along a row: from one box's side to the next one's
+            step = half_w if x2 > x1 else -half_w
+            arrows.append({"x": x1 + step, "y": y1, "x2": x2 - step, "y2": y2, "loop": False,
+                           "shape": "triangle-right" if x2 > x1 else "triangle-left"})
+        else:  # between the rows: down on the right (into backward), up on the left (the next step)
+            step = half_h if y2 > y1 else -half_h
+            arrows.append({"x": x1, "y": y1 + step, "x2": x2, "y2": y2 - step, "loop": end == keys[0],
+                           "shape": "triangle-down" if y2 > y1 else "triangle-up"})
+    lines = pd.DataFrame(arrows)
+    x_scale = alt.Scale(domain=[-0.5, STEP_ROW - 0.5])
+    y_scale = alt.Scale(domain=[-0.5, 1.5], reverse=True)
+    x, y = alt.X("x:Q", scale=x_scale, axis=None), alt.Y("y:Q", scale=y_scale, axis=None)
+    rects = alt.Chart(boxes).mark_rect(cornerRadius=6, stroke="#555555", strokeWidth=1).encode(
+        x=x, x2="x2:Q", y=y, y2="y2:Q",
+        color=alt.Color("highlighted:N", scale=alt.Scale(domain=[True, False], range=list(STEP_COLOURS.values())),
+                        legend=None),
+        tooltip=[alt.Tooltip("number:Q", title="Part"), alt.Tooltip("what:N", title="What happens")],
+    )
+    labels = alt.Chart(boxes).mark_text(fontSize=10, lineHeight=12, baseline="middle").encode(
+        x=alt.X("cx:Q", scale=x_scale, axis=None), y=alt.Y("cy:Q", scale=y_scale, axis=None), text="label",
+    )
+    rules = alt.Chart(lines).mark_rule(strokeWidth=1.5, color="#555555").encode(
+        x=alt.X("x:Q", scale=x_scale, axis=None), y=alt.Y("y:Q", scale=y_scale, axis=None), x2="x2:Q", y2="y2:Q",
+        strokeDash=alt.condition("datum.loop", alt.value([4, 3]), alt.value([1, 0])),
+    )
+    heads = alt.Chart(lines).mark_point(filled=True, size=45, color="#555555", opacity=1).encode(
+        x=alt.X("x2:Q", scale=x_scale, axis=None), y=alt.Y("y2:Q", scale=y_scale, axis=None),
+        shape=alt.Shape("shape:N", scale=None),
+    )
+    return (alt.layer(rules, heads, rects, labels).properties(height=170, title="One AMP training step")
+            .configure_view(stroke=None))

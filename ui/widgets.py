@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import streamlit as st
 
+from lessons.amp_step import PAGE_PARTS, highlight_sentence
 from lessons.interpret import interpret, loss_tracking
 from lessons.step_budget import PUBLISHED_SOURCE, budget_rows, budget_sentence, run_budget
 from lessons.verdicts import distinct_warnings, headline, timing_summary
@@ -20,6 +21,7 @@ from trainer.peaks import DevicePeaks
 from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts
 from ui.charts import run_modes, run_names
+from ui.learn_charts import amp_step_chart
 
 RESULTS_PAGE = "pages/results.py"
 RUN_PAGE = "pages/run_experiment.py"
@@ -277,3 +279,9 @@ def step_budget_panel(runs: Mapping[str, RunResult]) -> None:
                f"TFLOP/s: {rates}; memory copy {peaks.copy_gb_per_s:,.3g} GB/s; one tiny operation "
                f"{peaks.launch_us:.3g} µs. Convolutions are set against the matrix-multiply rate, which they can at "
                f"best reach.{published}")
+
+
+def amp_step_picture(page: str) -> None:
+    """The one picture of an AMP step, with the parts `page` (its file name in pages/) is about highlighted."""
+    st.altair_chart(amp_step_chart(PAGE_PARTS[page]), width="stretch", key=f"amp-step-{page}")
+    st.caption(highlight_sentence(page))

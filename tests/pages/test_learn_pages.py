@@ -412,3 +412,14 @@ def test_the_tiny_fp16_run_stays_within_a_strict_servers_limits(app_with_limits)
     (job,) = manager.active_jobs_for(app_with_limits.session_state["amp_lab_learner"].id)
     assert (job.spec.runs[0].batch_size, job.spec.runs[0].subset) == (16, 100)
     manager.cancel(job.id, job.learner_id)
+
+
+@pytest.mark.parametrize("page", ["overview", "fp32_baseline", "adding_amp", "autocast_layers", "number_formats",
+                                  "loss_scaling", "memory", "safeguards", "when_amp_pays", "recipe"])
+def test_every_learn_page_shows_the_one_picture_of_an_amp_step_with_its_own_parts(app, page):
+    from lessons.amp_step import highlight_sentence
+    from tests.app_testing import step_pictures
+
+    open_page(app, page)
+    assert len(step_pictures(app)) == 1
+    assert texts(app.caption)[0] == highlight_sentence(page)  # right under the picture, naming the page's parts

@@ -145,3 +145,22 @@ def test_memory_breakdown_chart_stacks_components_in_order():
     assert spec["encoding"]["x"]["stack"] is True and spec["encoding"]["order"]["field"] == "order"
     assert spec["encoding"]["color"]["scale"]["domain"] == ["weights (fp32)", "gradients (fp32)"]
 
+
+
+def test_the_amp_step_is_one_loop_of_ten_parts_with_a_pages_parts_highlighted():
+    from lessons.amp_step import PAGE_PARTS, PART_KEYS, STEP_PARTS, highlight_sentence, parts_for
+    from ui.learn_charts import amp_step_chart, amp_step_positions
+
+    spec = amp_step_chart(PAGE_PARTS["loss_scaling"]).to_dict()
+    boxes = next(rows for rows in spec["datasets"].values() if rows and "highlighted" in rows[0])
+    assert [row["key"] for row in boxes if row["highlighted"]] == ["scale", "unscale", "step", "update"]
+    arrows = next(rows for rows in spec["datasets"].values() if rows and "loop" in rows[0])
+    assert len(arrows) == len(STEP_PARTS) and [a["loop"] for a in arrows].count(True) == 1  # back to the weights
+    places = amp_step_positions()
+    assert places["master"] == (0.0, 0.0) and places["scale"] == (4.0, 0.0)  # forward: the top row
+    assert places["backward"] == (4.0, 1.0) and places["update"] == (0.0, 1.0)  # backward: under it, leftwards
+    assert len(set(places.values())) == len(PART_KEYS)
+    assert highlight_sentence("when_amp_pays").endswith("highlighted parts: 16-bit conv and linear.")
+    assert len(parts_for("overview")) == len(STEP_PARTS)
+    with pytest.raises(ValueError, match="no AMP-step parts for the page 'history'"):
+        parts_for("history")
