@@ -1,9 +1,11 @@
 """Benchmark: the plain lab loop against the trainer, same device, data and batch size, each run in a fresh process.
 
     python -m bench.run_bench [--device auto|cpu|cuda] [--batch-size 256] [--subset N] [--epochs E]
-                              [--modes fp32,amp-bf16] [--repeats R] [--workers 4] [--json PATH]
+                              [--modes fp32,amp-bf16] [--repeats R] [--workers 4] [--budget S] [--json PATH]
 
-Prints a table (median over repeats) and writes it as JSON with the environment and the exact command.
+Prints a table (median over repeats) and writes it as JSON with the environment and the exact command. The JSON is
+written again after every run, so a bench killed part-way keeps each finished run; with --budget, no run starts
+once that many seconds have passed, and the runs left out are rows marked "not run".
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ class Row:
     loader: str
     channels_last: bool
     malloc: str
-    status: str = "ok"  # ok | failed (no repeat succeeded)
+    status: str = "ok"  # ok | failed (no repeat succeeded) | not run (no repeat started: the budget ran out)
     images_per_s: float | None = None  # median of the steady-state images/s over repeats
     ms_per_step: float | None = None  # 1000 * batch_size / images_per_s: the time of one full batch
     total_time_s: float | None = None  # median, warm-up included
@@ -95,7 +97,8 @@ def bench_configs(modes: list[str], device_type: str) -> list[BenchConfig]:
     malloc = trainer_malloc(device_type)
     cells = [(mode, loader, False) for mode in modes for loader in LOADERS]
     cells += [(mode, "resident", True) for mode in modes if mode != "fp32"]
-    configs = [BenchConfig(impl, mode, loader, cl, malloc) for mode, loader, cl in cells for impl in ("plain", "trainer")]
+    configs = [BenchConfig(impl, mode, loader, cl, malloc)
+               for mode, loader, cl in cells for impl in ("plain", "trainer")]
     if malloc == "tuned":
         untuned = [("fp32", "dataloader", False)] + [(mode, "resident", True) for mode in modes if mode != "fp32"]
         configs += [BenchConfig("plain", mode, loader, cl, "default") for mode, loader, cl in untuned]
@@ -132,6 +135,9 @@ def summarise(config: BenchConfig, repeats: list[dict], batch_size: int) -> Row:
               repeats=repeats)
     good = [r for r in repeats if "error" not in r and r.get("images_per_s")]
     row.errors = [r["error"] for r in repeats if "error" in r]
+    if not repeats:
+        row.status = "not run"
+        return row
     if not good:
         row.status = "failed"
         return row
@@ -205,7 +211,7 @@ def format_table(rows: list[Row]) -> str:
     lines = [header]
     for r in rows:
         if r.status != "ok":
-            figures = ("failed", "", "", "", "")
+            figures = (r.status, "", "", "", "")
         else:
             figures = (
                 f"{r.ms_per_step:.1f}",
@@ -255,7 +261,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--test-subset", type=int, default=512,
                         help="test images the trainer evaluates after training (outside the timed part)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds before one run is abandoned")
-    parser.add_argument("--json", default=None, help="where to write the results (default bench/results/<device>-<date>.json)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds for the whole bench: no run starts after them (default: no limit)")
+    parser.add_argument("--json", default=None,
+                        help="where to write the results (default bench/results/<device>-<date>.json)")
     args = parser.parse_args(argv)
     for name in ("batch_size", "epochs", "repeats"):
         if getattr(args, name) < 1:
@@ -264,6 +273,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--subset must be at least 1")
     if args.workers < 0:
         parser.error("--workers must be 0 or more")
+    if args.budget is not None and not args.budget > 0:
+        parser.error("--budget must be a positive number of seconds")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible; use --device cpu")
     return args
@@ -284,6 +295,75 @@ def resolve_modes(text: str | None, device_type: str) -> list[str]:
     if unknown:
         raise SystemExit(f"unknown mode {unknown[0]!r} in --modes: choose from {', '.join(PLAIN_MODES)}")
     return ["fp32"] + [m for m in dict.fromkeys(modes) if m != "fp32"]
+
+
+@dataclass
+class BenchState:
+    """What the bench has measured so far, and all it needs to write that as the report at any moment."""
+
+    command: str
+    settings: dict
+    configs: list[BenchConfig]
+    device_type: str
+    started: dt.datetime = field(default_factory=lambda: dt.datetime.now(dt.timezone.utc))
+    clock: float = field(default_factory=time.perf_counter)
+    measured: dict[tuple, list[dict]] = field(default_factory=dict)
+    environment: dict | None = None  # read once the runs are over: on CUDA it starts a context in this process
+    stopped: str | None = None  # why some runs were not started (the budget ran out), if any were not
+    finished: bool = False
+
+    def rows(self) -> list[Row]:
+        rows = [summarise(c, self.measured.get(c.key, []), self.settings["batch_size"]) for c in self.configs]
+        compare_rows(rows)
+        return rows
+
+    def report(self, rows: list[Row]) -> dict:
+        return {
+            "command": self.command,
+            "started_at": self.started.isoformat(timespec="seconds"),
+            "duration_s": round(time.perf_counter() - self.clock, 1),
+            "finished": self.finished,  # false: the bench was still running (or was killed) when this was written
+            "stopped": self.stopped,
+            "settings": self.settings,
+            "environment": self.environment,
+            "rows": [asdict(r) for r in rows],
+            "targets": assess_targets(rows, self.device_type, self.settings["batch_size"]),
+        }
+
+
+def write_report(path: Path, report: dict) -> None:
+    """Write beside, then rename: a bench killed mid-write leaves the previous complete report."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(report, indent=2))
+    partial.replace(path)
+
+
+def describe(figures: dict) -> str:
+    """One run's outcome for the progress line."""
+    if "error" in figures:
+        return figures["error"]
+    if figures["images_per_s"] is None:
+        return "no steady-state figure (every step was a warm-up step)"
+    return f"{figures['images_per_s']:.0f} images/s"
+
+
+def run_all(state: BenchState, common: dict, args: argparse.Namespace, path: Path) -> None:
+    """Every configuration, repeat after repeat, the report rewritten after each run; none starts past --budget."""
+    deadline = None if args.budget is None else time.monotonic() + args.budget
+    total = len(state.configs) * args.repeats
+    done = 0
+    for repeat in range(args.repeats):
+        for config in run_order(state.configs, repeat):
+            if deadline is not None and time.monotonic() >= deadline:
+                state.stopped = (f"the budget of {args.budget:g} s ran out after {done} of {total} runs; "
+                                 "the others were not started")
+                print(f"bench: {state.stopped}", flush=True)
+                return
+            done += 1
+            figures = run_child({**common, **asdict(config)}, args.timeout)
+            state.measured.setdefault(config.key, []).append(figures)
+            print(f"[{done}/{total}] repeat {repeat + 1}: {config.label()}: {describe(figures)}", flush=True)
+            write_report(path, state.report(state.rows()))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,46 +390,22 @@ def main(argv: list[str] | None = None) -> int:
         "num_workers": args.workers, "seed": 0, "warmup_steps": warmup_steps,
     }
     print(f"bench: {len(configs)} configurations x {args.repeats} repeats on {device_type}, {data} data, "
-          f"batch {args.batch_size}, {warmup_steps} warm-up steps excluded, each run in a fresh process")
-    started = dt.datetime.now(dt.timezone.utc)
-    clock = time.perf_counter()
-    measured: dict[tuple, list[dict]] = {c.key: [] for c in configs}
-    total = len(configs) * args.repeats
-    done = 0
-    for repeat in range(args.repeats):
-        order = run_order(configs, repeat)
-        for config in order:
-            done += 1
-            figures = run_child({**common, **asdict(config)}, args.timeout)
-            measured[config.key].append(figures)
-            if "error" in figures:
-                outcome = figures["error"]
-            elif figures["images_per_s"] is None:
-                outcome = "no steady-state figure (every step was a warm-up step)"
-            else:
-                outcome = f"{figures['images_per_s']:.0f} images/s"
-            print(f"[{done}/{total}] repeat {repeat + 1}: {config.label()}: {outcome}", flush=True)
+          f"batch {args.batch_size}, {warmup_steps} warm-up steps excluded, each run in a fresh process", flush=True)
+    state = BenchState(command=shlex.join(["python", "-m", "bench.run_bench", *argv]),
+                       settings={**common, "modes": modes, "repeats": args.repeats, "budget_s": args.budget},
+                       configs=configs, device_type=device_type)
+    path = Path(args.json) if args.json else RESULTS_DIR / f"{device_type}-{state.started:%Y-%m-%d}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    run_all(state, common, args, path)
 
-    rows = [summarise(c, measured[c.key], args.batch_size) for c in configs]
-    compare_rows(rows)
-    targets = assess_targets(rows, device_type, args.batch_size)
+    rows = state.rows()
+    state.environment, state.finished = bench_environment(device_type), True
+    report = state.report(rows)
     print()
     print(format_table(rows))
     print()
-    print(format_targets(targets))
-
-    report = {
-        "command": shlex.join(["python", "-m", "bench.run_bench", *argv]),
-        "started_at": started.isoformat(timespec="seconds"),
-        "duration_s": round(time.perf_counter() - clock, 1),
-        "settings": {**common, "modes": modes, "repeats": args.repeats},
-        "environment": bench_environment(device_type),
-        "rows": [asdict(r) for r in rows],
-        "targets": targets,
-    }
-    path = Path(args.json) if args.json else RESULTS_DIR / f"{device_type}-{started:%Y-%m-%d}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2))
+    print(format_targets(report["targets"]))
+    write_report(path, report)
     print(f"\nwrote {path}")
     return 0 if all(r.status == "ok" for r in rows) else 1
 

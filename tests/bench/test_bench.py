@@ -2,7 +2,13 @@
 
 import json
 import math
+import os
 import platform
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,6 +28,11 @@ from bench.run_bench import (
 )
 from trainer.datasets import load_split
 from trainer.precision import set_tf32, tf32_flags
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Five runs of 8 steps each on the CPU: fp32 with both loaders, plain and trainer, and the lab's default-malloc loop.
+TINY_BENCH = ["--device", "cpu", "--data", "synthetic", "--modes", "fp32", "--subset", "128", "--batch-size", "16",
+              "--epochs", "1", "--repeats", "1", "--workers", "0", "--test-subset", "32"]
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +142,10 @@ def test_speedup_target_is_not_met_by_the_untuned_plain_loop_alone():
 @pytest.mark.slow
 def test_harness_runs_end_to_end_and_writes_valid_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    status = main([
-        "--device", "cpu", "--data", "synthetic", "--modes", "fp32", "--subset", "128", "--batch-size", "16",
-        "--epochs", "1", "--repeats", "1", "--workers", "0", "--test-subset", "32", "--json", str(out),
-    ])
+    status = main([*TINY_BENCH, "--json", str(out)])
     assert status == 0
     report = json.loads(out.read_text())
+    assert report["finished"] is True and report["stopped"] is None
     assert report["command"].startswith("python -m bench.run_bench --device cpu")
     assert report["environment"]["device_type"] == "cpu"
     assert report["settings"]["warmup_steps"] >= 0
@@ -169,3 +178,44 @@ def test_the_report_records_tf32_off_as_every_child_ran_it():
         assert environment["cuda_matmul_allow_tf32"] is False and environment["cudnn_allow_tf32"] is False
     finally:
         set_tf32(before["cuda_matmul_allow_tf32"])
+
+
+def _runs_done(path: Path) -> int:
+    if not path.exists():
+        return 0
+    return sum(len(row["repeats"]) for row in json.loads(path.read_text())["rows"])
+
+
+@pytest.mark.slow
+def test_a_bench_killed_part_way_leaves_every_finished_run_in_its_json(tmp_path):
+    """Issue 22, item 4: the JSON is written after every run, not only at the end."""
+    out = tmp_path / "bench.json"
+    bench = subprocess.Popen([sys.executable, "-m", "bench.run_bench", *TINY_BENCH, "--json", str(out)],
+                             cwd=REPO_ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while _runs_done(out) == 0 and bench.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.killpg(bench.pid, signal.SIGKILL)
+        bench.wait()
+    report = json.loads(out.read_text())
+    assert report["finished"] is False and report["environment"] is None
+    first = report["rows"][0]
+    assert first["status"] == "ok" and first["images_per_s"] > 0 and len(first["repeats"]) == 1
+    assert {row["status"] for row in report["rows"][1:]} <= {"ok", "not run"}
+    assert any(row["status"] == "not run" for row in report["rows"])  # killed before the last of its five runs
+
+
+@pytest.mark.slow
+def test_no_run_starts_once_the_budget_is_spent_and_the_rest_are_marked_not_run(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert main([*TINY_BENCH, "--budget", "0.5", "--json", str(out)]) == 1  # the first run starts at once
+    report = json.loads(out.read_text())
+    statuses = [row["status"] for row in report["rows"]]
+    assert statuses == ["ok", "not run", "not run", "not run", "not run"]
+    assert report["rows"][0]["images_per_s"] > 0 and report["rows"][1]["repeats"] == []
+    assert report["finished"] is True and report["settings"]["budget_s"] == 0.5
+    assert report["stopped"] == "the budget of 0.5 s ran out after 1 of 5 runs; the others were not started"
+    assert "not run" in capsys.readouterr().out  # in the printed table too
