@@ -2,7 +2,10 @@
 
 A comparison (fp32 against an AMP mode) is submitted to the app's job manager (`server.jobs.JobManager`, as the Run
 page does), runs as the server runs it (each run in its own process), and the Results page is then rendered on
-it with Streamlit's AppTest through `app.py`'s navigation. Prints one JSON line: the job, its runs, the page.
+it with Streamlit's AppTest through `app.py`'s navigation. Prints a JSON line as soon as the job has ended (the job
+and its runs), then another with the page too: the last line is the whole answer, and a page that crashes or hangs
+the process still leaves the job's line. Streamlit is imported before the job runs; when it cannot be, the job
+still runs and the page is reported as not rendered, with why, in one line.
 
     python -m bench.app_check --device cuda --state-dir DIR [--amp amp-fp16] [--subset N] [--epochs E]
 """
@@ -15,6 +18,8 @@ import os
 import sys
 import time
 from pathlib import Path
+
+from trainer.errors import one_line
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 APP = REPO_ROOT / "app.py"
@@ -69,16 +74,25 @@ def run_comparison(device: str, amp: str, subset: int, epochs: int, deadline: fl
     }
 
 
-def render_results_page(job_id: str) -> dict:
-    """The Results page for `job_id` through the app's navigation, as AppTest sees it."""
-    from streamlit.testing.v1 import AppTest
+def load_app_test() -> tuple[type | None, str | None]:
+    """Streamlit's AppTest, or None and why it cannot be imported (one line). Asked before the job runs, so that a
+    missing or broken Streamlit is known at once and costs the job nothing."""
+    try:
+        from streamlit.testing.v1 import AppTest
+    except Exception as err:  # ImportError, or anything Streamlit's own import raises
+        return None, f"Streamlit cannot be imported: {type(err).__name__}: {one_line(err)}"
+    return AppTest, None
 
-    at = AppTest.from_file(str(APP), default_timeout=120)
+
+def render_results_page(app_test: type, job_id: str) -> dict:
+    """The Results page for `job_id` through the app's navigation, as AppTest sees it."""
+    at = app_test.from_file(str(APP), default_timeout=120)
     at.run()
     at.query_params["job"] = job_id
     at.switch_page(RESULTS_PAGE).run()
     tables = [table.value for table in at.table]
     return {
+        "rendered": True,
         "exceptions": [str(e.value) for e in at.exception],
         "errors": [e.value for e in at.error],
         "selected_job": at.selectbox[0].value if at.selectbox else None,
@@ -87,6 +101,18 @@ def render_results_page(job_id: str) -> dict:
         "charts": len(at.get("vega_lite_chart")),
         "downloads": [d.label for d in at.get("download_button")],
     }
+
+
+def page_report(app_test: type | None, import_error: str | None, job: dict) -> dict:
+    """The page's part of the answer: its figures, or {"rendered": False, "error": one line} and the job kept."""
+    if app_test is None:
+        return {"rendered": False, "error": import_error}
+    if job["status"] != "done":
+        return {"rendered": False, "error": f"not rendered: the job {job['status']}"}
+    try:
+        return render_results_page(app_test, job["job_id"])
+    except Exception as err:  # the page's own failure must not take the job's figures with it
+        return {"rendered": False, "error": f"the page failed: {type(err).__name__}: {one_line(err)}"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,11 +132,13 @@ def main(argv: list[str] | None = None) -> int:
         "AMP_LAB_DATA_ROOT": str(state / "data"),
         "AMP_LAB_DEVICE": args.device,
     })
+    app_test, import_error = load_app_test()
     report = {"job": run_comparison(args.device, args.amp, args.subset, args.epochs, started + args.timeout)}
     job_s = time.monotonic() - started
-    if report["job"]["status"] == "done":
-        report["page"] = render_results_page(report["job"]["job_id"])
-    report["timings_s"] = {"job": round(job_s, 1), "page": round(time.monotonic() - started - job_s, 1)}
+    report["timings_s"] = {"job": round(job_s, 1)}
+    print(json.dumps(report), flush=True)  # the job's figures, whatever the page does next
+    report["page"] = page_report(app_test, import_error, report["job"])
+    report["timings_s"]["page"] = round(time.monotonic() - started - job_s, 1)
     print(json.dumps(report), flush=True)
     return 0
 
