@@ -5,9 +5,11 @@
 #                the import layers, unit tests, app tests, the GPU kit's quick CPU run and the browser tests;
 #                stops at the first failing stage; each stage prints its 15 slowest tests
 #   make test-fast            the inner loop: the import layers and the unit tests not marked slow (under 2 minutes)
-#   make gpu-check            the GPU acceptance kit on this machine's GPU (docs/gpu-check.md), into artifacts/gpu-check
+#   make gpu-check            the GPU acceptance kit on this machine's GPU (docs/gpu-check.md), into $OUT where it is
+#                             set, else artifacts/gpu-check; with no .venv and a python3 that has torch (a lent GPU
+#                             machine), that python3 runs it and nothing is installed
 #   make gpu-check GPU_CHECK_ARGS="--device cpu --quick"     the same kit's wiring on a CPU, in a few minutes
-#   make gpu-check PY=python3 a machine with its own torch and no .venv (nothing is installed then)
+#   make gpu-check PY=python3 any python with torch runs it (nothing is installed then)
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -27,7 +29,7 @@ BROWSER_TESTS := tests/browser
 KIT_TESTS := tests/bench/test_gpu_check.py
 UNIT_TESTS := tests --ignore=$(BROWSER_TESTS) --ignore=$(APP_TESTS) --ignore=$(KIT_TESTS)
 DURATIONS := --durations=15
-GPU_CHECK_OUT ?= artifacts/gpu-check
+GPU_CHECK_OUT ?= $(or $(OUT),artifacts/gpu-check)
 GPU_CHECK_ARGS ?= --device cuda
 
 .PHONY: run test test-fast install install-cluster install-auth gpu-check
@@ -56,9 +58,16 @@ test-fast: install install-cluster install-auth
 	@echo "==> unit tests not marked slow"
 	$(PYTEST) $(UNIT_TESTS) -m "not slow" $(DURATIONS)
 
-# With PY given on the command line (a GPU machine's own python3 and torch), nothing is installed first.
-gpu-check: $(if $(filter command line,$(origin PY)),,install)
-	$(PY) -m bench.gpu_check --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
+# The kit's python, where nothing is installed first: PY given on the command line, or else, without the project's
+# .venv, python3 when it imports torch (a lent GPU machine: no python3.11, no package index). Otherwise the .venv,
+# installed first as for make run. Asked only for gpu-check, so no other target pays for importing torch.
+ifneq ($(filter gpu-check,$(MAKECMDGOALS)),)
+KIT_PY := $(if $(filter command line,$(origin PY)),$(PY),$(if $(wildcard $(PY)),,$(shell \
+	python3 -c 'import torch' >/dev/null 2>&1 && echo python3)))
+endif
+
+gpu-check: $(if $(KIT_PY),,install)
+	$(or $(KIT_PY),$(PY)) -m bench.gpu_check --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
 
 # $(call install_once,FILE,STAMP,WHAT): pip-install FILE into the venv unless it is unchanged since the last
 # install (STAMP is the copy kept then); WHAT says what it brings.

@@ -29,6 +29,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import torch
+
+from bench.cuda_only import gpu_test_files
 from bench.run_bench import Row, format_table, format_targets
 from server.batch_probe import PROBE_CEILING, PROBE_START, probe_max_batch
 from trainer.child_process import REPO_ROOT, ChildProcessError
@@ -49,10 +52,19 @@ STEPS = (
     ("summary", "Summary"),
 )
 NO_GPU = "no GPU"
+NO_CUDA = "torch sees no CUDA GPU (torch.cuda.is_available() is False)"
+CPU_STEPS = ("environment",)  # the steps that run without a GPU under --device cuda: step 1 says why there is none
+# The lent GPU's window (docs/gpu-check.md): 15 minutes of device time in all, the machine's start included, and at
+# most 10 minutes a command. The first try is planned to end by about 6 minutes, so that one retry still fits.
+FIRST_TRY_S = 360.0
+RETRY_S = 240.0  # the most a retry (--only) may take in the same window
+BENCH_TAIL_S = 20.0  # after the bench's own budget: its last run, its environment record and its exit
+PAGE_RESERVE_S = 25.0  # step 6: kept for the Results page after the job (it took 3 s on 2 CPU cores)
 RESERVE_PER_STEP_S = 20.0  # kept back for each later step, so one slow step cannot starve all the others
 MIN_STEP_S = 10.0  # a step given less than this is skipped as out of time rather than started
 EXIT_OK, EXIT_STEP_FAILED, EXIT_BAD_ARGUMENTS = 0, 1, 2
-# Step 3's modes: the lab's own baseline first (fp32 as PyTorch defaults, as its script runs), then the trainer's others.
+# Step 3's modes: the lab's own baseline first (fp32 as PyTorch defaults, as its script runs), then the trainer's
+# others.
 LAB_BASELINE = "fp32-default"
 LAB_MODES = (LAB_BASELINE, *(mode for mode in PRECISIONS if mode != LAB_BASELINE))
 
@@ -79,15 +91,17 @@ class Plan:
 
 
 def make_plan(quick: bool, device_type: str) -> Plan:
-    """The full plan (lab sizes, about 6 minutes of an H200 by docs/gpu-check.md's estimate) or the quick one."""
+    """The full plan (lab sizes, about 6 minutes of an H200 by docs/gpu-check.md's estimate, and no more than
+    FIRST_TRY_S) or the quick one."""
     on_gpu = device_type == "cuda"
     # fp16 is the mode with a real GradScaler on Tensor Cores; on a CPU it is tens of times slower, so bf16 there.
     amp = "amp-fp16" if on_gpu else "amp-bf16"
     if not quick:
+        # Each cap is about the step's estimate plus a margin (docs/gpu-check.md), and sets what a retry takes.
         return Plan(
-            name="full", budget_s=540.0,
-            step_caps_s={"environment": 60, "cuda_tests": 150, "lab_workload": 240, "memory": 120,
-                         "benchmark": 150, "app": 120},
+            name="full", budget_s=FIRST_TRY_S,
+            step_caps_s={"environment": 30, "cuda_tests": 60, "lab_workload": 200, "memory": 40,
+                         "benchmark": 100, "app": 80},
             lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5,
             lab_dataloader_modes=None, workers=4,
             # Each try of the search is a fresh process; amp-bf16 keeps the same 16-bit activations as amp-fp16.
@@ -113,6 +127,15 @@ def make_plan(quick: bool, device_type: str) -> Plan:
     )
 
 
+def default_budget(plan: Plan, only: set[int] | None) -> float:
+    """The kit's budget when --budget is not given: the plan's, or with --only the chosen steps' caps added up
+    (so a retry's length is known before it starts: docs/gpu-check.md lists the retries that fit the window)."""
+    if only is None:
+        return plan.budget_s
+    chosen = [name for number, (name, _) in enumerate(STEPS[:-1], start=1) if number in only]
+    return min(plan.budget_s, sum(plan.step_caps_s[name] for name in chosen))
+
+
 @dataclass
 class StepRecord:
     """What one step did: its outcome in one word and one line, its figures, and what it cost."""
@@ -134,7 +157,16 @@ class StepRecord:
 
 
 class StepTimeout(Exception):
-    """A step ran out of its time; the message says where."""
+    """A step ran out of its time; the message says where, and `stdout` keeps what its child printed before."""
+
+    def __init__(self, message: str, stdout: str = ""):
+        super().__init__(message)
+        self.stdout = stdout
+
+
+def torch_sees_cuda() -> bool:
+    """Whether torch sees a CUDA GPU in this process: asked only when step 1 did not say (--only without 1)."""
+    return torch.cuda.is_available()
 
 
 class Kit:
@@ -154,6 +186,8 @@ class Kit:
         self.supported_modes: list[str] | None = None  # from step 1; None: unknown, let each run say
         self.refused: dict[str, str] = {}  # mode -> why this device cannot run it, from step 1
         self.lab_results: dict[tuple[str, str], RunResult] = {}
+        self.tests_dir = REPO_ROOT / "tests"  # step 2 collects the files here that hold CUDA-only tests
+        self.sees_cuda: bool | None = None  # step 1's answer; else asked here at the first step that needs a GPU
 
     # ---- running ------------------------------------------------------------------------------
 
@@ -162,6 +196,9 @@ class Kit:
         for record, step in zip(self.records[:-1], self.step_functions()):
             if self.only is not None and record.number not in self.only:
                 self.finish(record, "skipped", "not selected (--only)")
+                continue
+            if self.gpu_missing(record):
+                self.finish(record, "failed", NO_CUDA)
                 continue
             seconds = self.time_for(record)
             if seconds < MIN_STEP_S:
@@ -190,6 +227,15 @@ class Kit:
 
     def step_functions(self) -> list[Callable[[StepRecord, float], tuple[str, str | None]]]:
         return [self.environment, self.cuda_tests, self.lab_workload, self.memory, self.benchmark, self.app]
+
+    def gpu_missing(self, record: StepRecord) -> bool:
+        """A step that needs the GPU, asked for with --device cuda, where torch sees none: it fails without running
+        (rather than reading ok with nothing run). --device cpu keeps its own "skipped: no GPU"."""
+        if self.device_type != "cuda" or record.name in CPU_STEPS:
+            return False
+        if self.sees_cuda is None:
+            self.sees_cuda = torch_sees_cuda()
+        return not self.sees_cuda
 
     def time_for(self, record: StepRecord) -> float:
         """This step's cap, or less when the budget must still leave a reserve for each step after it."""
@@ -225,6 +271,8 @@ class Kit:
         record.count(processes=1)
         facts = _json_child(["-m", "bench.gpu_env", "--device", self.device_type], deadline)
         record.data = facts
+        if self.device_type == "cuda" and "cuda_available" in facts:  # a fresh process's answer: the kit asks none
+            self.sees_cuda = facts["cuda_available"]
         if "modes" in facts:
             self.supported_modes = facts["modes"]["supported"]
             self.refused = facts["modes"]["refused"]
@@ -235,19 +283,24 @@ class Kit:
     def cuda_tests(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         if self.device_type != "cuda":
             return "skipped", NO_GPU
+        # Only the files that hold CUDA-only tests: a file that cannot import (Streamlit missing, say) and holds
+        # none is no concern of this step. Within them, bench.cuda_only keeps the CUDA-only tests.
+        files = [_repo_relative(path) for path in gpu_test_files(self.tests_dir)]
+        if not files:
+            return "failed", f"no test file under {_repo_relative(self.tests_dir)} holds a CUDA-only test"
         junit = self.work / "cuda-tests.xml"
         args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only",
-                "--continue-on-collection-errors", f"--junitxml={junit}", "tests", "--ignore=tests/browser"]
+                "--continue-on-collection-errors", f"--junitxml={junit}", *files]
         record.count(processes=1)
         done = _child(args, deadline)
         lines = done.stdout.strip().splitlines()
-        record.data = {"exit_code": done.returncode, "summary_line": lines[-1] if lines else "",
+        record.data = {"exit_code": done.returncode, "summary_line": lines[-1] if lines else "", "files": files,
                        **read_junit(junit)}
-        if done.returncode == 0:
-            return "ok", None
         if done.returncode == 5:
             return "failed", "no CUDA-only test was collected"
-        return "failed", record.data["summary_line"] or _tail(done.stderr)
+        if "cases" not in record.data:  # pytest ended before writing its report
+            return "failed", f"exit code {done.returncode}: {record.data['summary_line'] or _tail(done.stderr)}"
+        return cuda_tests_outcome(record.data)
 
     def lab_workload(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         plan = self.plan
@@ -270,6 +323,9 @@ class Kit:
                 row.update(status="timed out", reason="the step's time ran out before this run")
             else:
                 row.update(self.lab_run(record, precision, loader, self.run_deadline(deadline, runs_left)))
+                if row["status"] == "skipped" and self.supported_modes is not None:  # step 1 found it supported
+                    row.update(status="failed", reason=f"step 1 found {precision} supported here, yet the run "
+                                                        f"refused it: {row['reason']}")
             runs_left -= 1
             self.write()
         for row in rows:
@@ -284,7 +340,10 @@ class Kit:
             lab_baseline = self.lab_results.get((LAB_BASELINE, row["loader"]))
             if result is not None and lab_baseline is not None and row["precision"] != LAB_BASELINE:
                 row["speedup_vs_lab_baseline"] = compare(lab_baseline, result).speedup
-        return _worst(rows)
+        status, reason = _worst(rows)
+        if status == "ok" and not any(row["status"] == "ok" for row in rows):
+            return "failed", "no mode ran: " + "; ".join(f"{r['precision']} {r['loader']}: {r['reason']}" for r in rows)
+        return status, reason
 
     @staticmethod
     def run_deadline(deadline: float, runs_left: int) -> float:
@@ -377,48 +436,80 @@ class Kit:
     def benchmark(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         path = self.out / f"bench-{self.device_type}.json"
         seconds = max(1.0, deadline - time.monotonic())
+        # The bench stops starting runs before the step's end and writes its JSON after every run, so a bench that
+        # still overruns and is killed leaves each finished run to read.
+        budget = max(1.0, seconds - BENCH_TAIL_S)
         args = ["-m", "bench.run_bench", "--device", self.device_type, *self.plan.bench_args,
-                "--timeout", f"{seconds:.0f}", "--json", str(path)]
+                "--timeout", f"{seconds:.0f}", "--budget", f"{budget:.0f}", "--json", str(path)]
         record.data = {"command": "python " + shlex.join(args), "json": path.name}
-        done = _child(args, deadline)
+        ended = _child_until(args, deadline)
         if not path.exists():
             record.count(processes=1)
-            return "failed", f"exit code {done.returncode}: {_tail(done.stderr)}"
+            if ended.timed_out:
+                raise StepTimeout(f"{ended.problem}, before its first run ended")
+            return "failed", ended.problem or "the bench wrote no JSON"
         report = json.loads(path.read_text(encoding="utf-8"))
         rows = [Row(**row) for row in report["rows"]]
-        runs = [run for row in rows for run in row.repeats if "error" not in run]
-        record.count(processes=1 + sum(len(row.repeats) for row in rows),
-                      steps=sum(run.get("total_steps", 0) for run in runs),
-                      images=sum(run.get("total_steps", 0) for run in runs) * report["settings"]["batch_size"])
-        record.data.update(
-            duration_s=report["duration_s"], settings=report["settings"], rows=report["rows"],
-            targets=report["targets"], table=format_table(rows), verdicts=format_targets(report["targets"]),
-        )
-        if done.returncode != 0:
+        self.record_bench(record, report, rows)
+        finished_runs = f"{sum(len(row.repeats) for row in rows)} of {len(rows) * report['settings']['repeats']}"
+        if ended.timed_out:
+            return "timed out", f"{ended.problem}; the {finished_runs} runs that ended are kept"
+        if report.get("stopped"):
+            return "timed out", report["stopped"]
+        if ended.problem:
             failed = [f"{r.implementation} {r.precision} {r.loader}: {'; '.join(r.errors)}" for r in rows
                       if r.status != "ok"]
-            return "failed", "; ".join(failed) or _tail(done.stderr)
+            return "failed", "; ".join(failed) or ended.problem
         return "ok", None
+
+    @staticmethod
+    def record_bench(record: StepRecord, report: dict, rows: list[Row]) -> None:
+        """The bench's figures and what they cost, from its JSON (complete, or as far as it got)."""
+        runs = [run for row in rows for run in row.repeats if "error" not in run]
+        steps = sum(run.get("total_steps", 0) for run in runs)
+        record.count(processes=1 + sum(len(row.repeats) for row in rows), steps=steps,
+                     images=steps * report["settings"]["batch_size"])
+        record.data.update(
+            duration_s=report["duration_s"], settings=report["settings"], rows=report["rows"],
+            finished=report.get("finished", True), targets=report["targets"], table=format_table(rows),
+            verdicts=format_targets(report["targets"]),
+        )
 
     def app(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         plan = self.plan
-        job_s = max(10.0, deadline - time.monotonic() - 35)  # the page, Streamlit's import included, needs the rest
+        job_s = max(10.0, deadline - time.monotonic() - PAGE_RESERVE_S)
         args = ["-m", "bench.app_check", "--device", self.device_type, "--state-dir", str(self.work / "app"),
                 "--amp", plan.app_amp, "--subset", str(plan.app_subset), "--epochs", str(plan.app_epochs),
                 "--timeout", f"{job_s:.0f}"]
         record.count(processes=4)  # the check, the two runs, the app's hardware query on a GPU (at most)
-        record.data = _json_child(args, deadline)
-        job, page = record.data["job"], record.data.get("page")
-        for run in job["runs"]:
+        # The check prints the job's line before it renders the page: a page that crashes or hangs keeps the job.
+        ended = _child_until(args, deadline)
+        report = _last_json(ended.stdout)
+        if report is None:
+            if ended.timed_out:
+                raise StepTimeout(f"{ended.problem}, before its job ended")
+            raise ChildProcessError(ended.problem or "python -m bench.app_check printed no JSON")
+        record.data = report
+        report.setdefault("page", {"rendered": False,
+                                   "error": f"the check ended before the page was done: {ended.problem}"})
+        for run in report["job"]["runs"]:
             record.count(steps=run["total_steps"], images=run["train_images"])
-        if job["status"] != "done":
-            return "failed", f"the job {job['status']}: {job['error']}"
-        problems = (page["exceptions"] + page["errors"] + ([] if page["charts"] else ["no chart drawn"])
-                    + ([] if page["selected_job"] == job["job_id"] else ["the page shows another job"]))
-        return ("failed", "; ".join(problems)) if problems else ("ok", None)
+        return app_outcome(report["job"], report["page"], ended.timed_out)
 
     def refusal(self, precision: str) -> str:
         return self.refused.get(precision, f"this device cannot run {precision}")
+
+
+def app_outcome(job: dict, page: dict, timed_out: bool) -> tuple[str, str | None]:
+    """Step 6's verdict: the job first; then the page, said apart, since the job's figures stand without it."""
+    if job["status"] != "done":
+        return "failed", f"the job {job['status']}: {job['error']}"
+    if not page["rendered"]:
+        status = "timed out" if timed_out else "failed"
+        return status, f"the job is done and its figures kept; the Results page was not rendered: {page['error']}"
+    problems = (page["exceptions"] + page["errors"] + ([] if page["charts"] else ["no chart drawn"])
+                + ([] if page["selected_job"] == job["job_id"] else ["the page shows another job"]))
+    return ("failed", "; ".join(problems)) if problems else ("ok", None)
 
 
 def memory_page_note() -> str:
@@ -430,14 +521,18 @@ def memory_page_note() -> str:
 
 
 def read_junit(path: Path) -> dict:
-    """Counts and failures from pytest's JUnit XML ({} when pytest wrote none)."""
+    """Counts and failures from pytest's JUnit XML ({} when pytest wrote none), the test files that could not be
+    collected apart: their tests did not run, which is not a test failing."""
     if not path.exists():
         return {}
     root = ET.parse(path).getroot()
     suite = root if root.tag == "testsuite" else root.find("testsuite")
-    cases = []
+    cases, not_collected = [], []
     for case in suite.iter("testcase"):
         outcome = next((child for child in case if child.tag in ("failure", "error", "skipped")), None)
+        if outcome is not None and outcome.tag == "error" and outcome.get("message") == "collection failure":
+            not_collected.append({"file": case.get("name"), "message": _collection_error(outcome.text or "")})
+            continue
         cases.append({
             "test": f"{case.get('classname')}::{case.get('name')}",
             "outcome": "passed" if outcome is None else outcome.tag,
@@ -445,7 +540,34 @@ def read_junit(path: Path) -> dict:
             "time_s": float(case.get("time") or 0),
         })
     counts = {key: int(suite.get(key) or 0) for key in ("tests", "failures", "errors", "skipped")}
-    return {**counts, "time_s": float(suite.get("time") or 0), "cases": cases}
+    counts["tests"] -= len(not_collected)
+    counts["errors"] -= len(not_collected)
+    counts["passed"] = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    return {**counts, "time_s": float(suite.get("time") or 0), "cases": cases, "collection_errors": not_collected}
+
+
+def _collection_error(text: str) -> str:
+    """The line of a collection failure that says what went wrong (pytest marks it "E   ...")."""
+    lines = [line[1:].strip() for line in text.splitlines() if line.startswith("E ")]
+    return one_line(lines[-1] if lines else _tail(text))
+
+
+def cuda_tests_outcome(found: dict) -> tuple[str, str | None]:
+    """Step 2's verdict from its JUnit counts: failing tests, then files not collected, each said apart."""
+    problems = []
+    failing = [c for c in found["cases"] if c["outcome"] in ("failure", "error")]
+    if failing:
+        problems.append(f"{len(failing)} of {found['tests']} CUDA-only tests failed, first "
+                        f"{failing[0]['test']}: {one_line(failing[0]['message'] or '')}")
+    if found["collection_errors"]:
+        problems.append(f"{len(found['collection_errors'])} test file(s) holding CUDA-only tests not collected "
+                        "(their tests did not run; no test failed for it): " + "; ".join(
+                            f"{e['file']}: {e['message']}" for e in found["collection_errors"]))
+    if not problems and found["passed"] == 0:
+        problems.append(f"no CUDA-only test ran: {found['skipped']} skipped")
+    if not problems:
+        return "ok", None
+    return "failed", f"{found['passed']} passed; " + "; ".join(problems)
 
 
 # ---- the summary ---------------------------------------------------------------------------------
@@ -517,6 +639,7 @@ def _md_tests(data: dict) -> list[str]:
     lines = [f"pytest: `{data.get('summary_line', '')}`", ""]
     failing = [c for c in data.get("cases", []) if c["outcome"] in ("failure", "error")]
     lines += [f"- {c['outcome']}: `{c['test']}`: {_cell(c['message'] or '')}" for c in failing]
+    lines += [f"- not collected: `{e['file']}`: {_cell(e['message'])}" for e in data.get("collection_errors", [])]
     return lines
 
 
@@ -608,7 +731,9 @@ def _md_app(data: dict) -> list[str]:
         lines.append(f"- {run['precision']} on {run['device_name']}: {run['total_time_s']:.1f} s, "
                      f"{_num(run['steady_images_per_s'])} images/s, accuracy {_pct(run['test_accuracy'])}")
     page = data.get("page")
-    if page:
+    if page and not page.get("rendered", True):
+        lines += ["", f"Results page: not rendered: {_cell(page['error'])}"]
+    elif page:
         lines += ["", (f"Results page: {len(page['exceptions'])} exception(s), {len(page['errors'])} error(s), "
                        f"{page['charts']} chart(s), downloads: {', '.join(page['downloads'])}.")]
         if page.get("lab_table"):
@@ -635,19 +760,41 @@ def _child(args: list[str], deadline: float) -> subprocess.CompletedProcess:
     try:
         out, err = child.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
-        _stop_group(child)
-        raise StepTimeout(f"python {' '.join(args[:2])} timed out after {seconds:.0f} s") from None
+        out, _ = _stop_group(child)
+        raise StepTimeout(f"python {' '.join(args[:2])} timed out after {seconds:.0f} s", stdout=out) from None
     except BaseException:  # Ctrl-C included: nothing the kit started outlives it
         _stop_group(child)
         raise
     return subprocess.CompletedProcess(child.args, child.returncode, out, err)
 
 
-def _stop_group(child: subprocess.Popen) -> None:
+@dataclass
+class ChildEnd:
+    """How a child that writes as it goes ended: what it printed, and why it ended early (None: exit code 0)."""
+
+    stdout: str
+    problem: str | None
+    timed_out: bool
+
+
+def _child_until(args: list[str], deadline: float) -> ChildEnd:
+    """`_child`, for a child whose output so far is worth reading even when it fails or is killed at `deadline`."""
+    try:
+        done = _child(args, deadline)
+    except StepTimeout as err:
+        return ChildEnd(err.stdout, str(err), timed_out=True)
+    problem = None if done.returncode == 0 else (
+        f"python {' '.join(args[:2])} exit code {done.returncode}: {_tail(done.stderr)}")
+    return ChildEnd(done.stdout, problem, timed_out=False)
+
+
+def _stop_group(child: subprocess.Popen) -> tuple[str, str]:
+    """Kill the child's whole group; what it printed until then (communicate keeps it across a timeout)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(child.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
-        child.communicate(timeout=10)
+        return child.communicate(timeout=10)
+    return "", ""
 
 
 def _json_child(args: list[str], deadline: float):
@@ -657,6 +804,22 @@ def _json_child(args: list[str], deadline: float):
     if done.returncode != 0 or not lines:
         raise ChildProcessError(f"python {' '.join(args[:2])} exit code {done.returncode}: {_tail(done.stderr)}")
     return json.loads(lines[-1])
+
+
+def _last_json(text: str) -> dict | None:
+    """The last line of `text` that is a JSON object, or None."""
+    for line in reversed((text or "").strip().splitlines()):
+        with contextlib.suppress(json.JSONDecodeError):
+            value = json.loads(line)
+            if isinstance(value, dict):
+                return value
+    return None
+
+
+def _repo_relative(path: Path) -> str:
+    """A path as pytest is given it: relative to the repository root where it is under it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO_ROOT)) if path.is_relative_to(REPO_ROOT) else str(path)
 
 
 def _worst(rows: list[dict]) -> tuple[str, str | None]:
@@ -714,8 +877,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="cuda (default): the GPU acceptance run; cpu: the same wiring without a GPU")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the wiring in a few minutes")
     parser.add_argument("--budget", type=float, default=None,
-                        help="seconds for the whole kit (default: 540 full, 290 quick); later steps are skipped "
-                             "past it")
+                        help=f"seconds for the whole kit (default: {FIRST_TRY_S:.0f} full, 290 quick; with --only, "
+                             "the chosen steps' caps added up); later steps are skipped past it")
     parser.add_argument("--only", default=None, metavar="N[,N...]",
                         help="run only these steps (1-6), e.g. --only 6 to retry the app after fixing it; step 3 "
                              "feeds step 4's memory picture")
@@ -729,10 +892,10 @@ def main(argv: list[str] | None = None) -> int:
         if not only or not only <= set(range(1, len(STEPS))):
             parser.error(f"--only takes step numbers from 1 to {len(STEPS) - 1}, got {args.only!r}")
     plan = make_plan(args.quick, args.device)
-    if args.budget is not None:
-        if not math.isfinite(args.budget) or args.budget <= 0:
-            parser.error("--budget must be a positive number of seconds")
-        plan = Plan(**{**asdict(plan), "budget_s": args.budget})
+    if args.budget is not None and (not math.isfinite(args.budget) or args.budget <= 0):
+        parser.error("--budget must be a positive number of seconds")
+    budget = args.budget if args.budget is not None else default_budget(plan, only)
+    plan = Plan(**{**asdict(plan), "budget_s": budget})
     command = "python -m bench.gpu_check " + shlex.join(argv)
     kit = Kit(Path(args.out), args.device, plan, command, only)
     print(f"gpu-check: {plan.name} plan on {args.device}, at most {plan.budget_s:.0f} s, writing to {args.out}",
