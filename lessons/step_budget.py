@@ -13,13 +13,13 @@ from functools import lru_cache
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from lessons.roofline import layer_costs, place
 from trainer.model import SimpleCNN
 from trainer.peaks import DevicePeaks
 from trainer.results import LAB_REFERENCE, RunResult
 
-# Which of the counter's operators are which layer, for the table (the rest: none in this model).
-OP_GROUPS = {"aten.convolution": "convolutions, forward", "aten.convolution_backward": "convolutions, backward",
-             "aten.addmm": "linear layers, forward", "aten.mm": "linear layers, backward"}
+# torch's counter names the lab model's four kinds of product: convolution and its backward, addmm (a linear
+# layer's forward) and mm (its backward).
 CONVOLUTION_OPS = ("aten.convolution", "aten.convolution_backward")
 
 # Published dense peaks (TFLOP/s, no sparsity) and memory bandwidth (GB/s), from NVIDIA's datasheets: the H200 and
@@ -32,8 +32,9 @@ PUBLISHED_PEAKS = {
     "L4": {"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0, "gb_per_s": 300.0},
 }
 PUBLISHED_SOURCE = "NVIDIA's datasheets, dense (no sparsity)"
-# A budget "leaves room" for AMP when the arithmetic at peak is at least this share of the measured step.
+# A step is "bound by its arithmetic and bytes" when its roofline time is at least this share of the measured step.
 ARITHMETIC_BOUND_SHARE = 0.5
+SIXTEEN_BIT_MODES = ("amp-fp16", "amp-bf16", "amp-fp16-unscaled", "fp16-true")
 
 
 @lru_cache(maxsize=32)
@@ -76,19 +77,27 @@ def matmul_dtype(precision: str, convolution: bool, tf32_convs: bool) -> str:
 
 @dataclass(frozen=True)
 class StepBudget:
-    """One run's step against this device's best: its FLOPs, the time they need at the measured (and, where known,
-    published) peak rate of the arithmetic each layer ran in, and the step the run measured."""
+    """One run's step against this device's best: its FLOPs and bytes (lessons/roofline.py), the time they need at
+    the measured peak rate of the arithmetic each layer ran in and at the measured copy bandwidth, the two taken
+    layer by layer (each layer as fast as its bound allows: the roofline), the same at the published peaks where
+    the GPU is known, and the step the run measured."""
 
     label: str
     flops: int
+    bytes: int
     step_s: float  # measured: the steady window's time per step (warm-up left out)
     arithmetic_s: float  # the FLOPs at the measured matmul rates
-    published_s: float | None  # the same at the published peaks (a known GPU only)
-    rates: dict[str, float]  # TFLOP/s used, by dtype
+    bytes_s: float  # the bytes at the measured copy bandwidth
+    roofline_s: float  # layer by layer, the larger of the two: the fastest this step could be here
+    published_s: float | None  # the roofline at the published peaks (a known GPU only)
 
     @property
     def arithmetic_share(self) -> float:
         return self.arithmetic_s / self.step_s
+
+    @property
+    def roofline_share(self) -> float:
+        return self.roofline_s / self.step_s
 
     @property
     def published_share(self) -> float | None:
@@ -104,47 +113,49 @@ def published_peaks(device_name: str) -> dict[str, float] | None:
 
 
 def run_budget(label: str, result: RunResult, peaks: DevicePeaks) -> StepBudget | None:
-    """The budget of one finished run with its device's measured peaks; None without a steady step time."""
-    if not result.steady_images_per_s:
+    """The budget of one finished run with its device's measured peaks; None without a steady step time or a
+    measured rate for the arithmetic the run used."""
+    if not result.steady_images_per_s or not peaks.copy_gb_per_s:
         return None
     config = result.config
-    by_op = step_flops(config.width, config.batch_size)
+    layers = layer_costs(config.width, config.batch_size, sixteen_bit=config.precision in SIXTEEN_BIT_MODES)
     tf32_convs = bool(result.environment.get("cudnn_allow_tf32")) and result.environment.get("device_type") == "cuda"
-    published = published_peaks(result.environment.get("device_name") or "")
+    dtypes = {"conv": matmul_dtype(config.precision, True, tf32_convs),
+              "linear": matmul_dtype(config.precision, False, tf32_convs)}
 
-    def seconds(rates: dict[str, float]) -> float | None:
-        total = 0.0
-        for op, flops in by_op.items():
-            rate = rates.get(matmul_dtype(config.precision, op in CONVOLUTION_OPS, tf32_convs))
-            if not rate:
-                return None
-            total += flops / (rate * 1e12)
-        return total
+    def rates(table: dict[str, float]) -> dict[str, float] | None:
+        found = {kind: table.get(dtype) for kind, dtype in dtypes.items()}
+        return found if all(found.values()) else None
 
-    measured = seconds(peaks.matmul_tflops)
+    measured = rates(peaks.matmul_tflops)
     if measured is None:
         return None
-    step_s = config.batch_size / result.steady_images_per_s
-    return StepBudget(label, sum(by_op.values()), step_s, measured, seconds(published) if published else None,
-                      dict(peaks.matmul_tflops))
+    points = place(layers, measured, peaks.copy_gb_per_s)
+    published = published_peaks(result.environment.get("device_name") or "")
+    published_rates = rates(published) if published else None
+    published_s = (sum(p.bound_s for p in place(layers, published_rates, published["gb_per_s"]))
+                   if published_rates else None)
+    return StepBudget(label, sum(layer.flops for layer in layers), sum(layer.bytes for layer in layers),
+                      config.batch_size / result.steady_images_per_s, sum(p.arithmetic_s for p in points),
+                      sum(p.bytes_s for p in points), sum(p.bound_s for p in points), published_s)
 
 
 def budget_sentence(budgets: list[StepBudget]) -> str:
-    """What the budgets say, in one or two sentences: how much of each step its arithmetic needs at this device's
-    measured best, and so how much of the step a faster arithmetic could remove."""
-    parts = [f"{b.label}: the arithmetic needs {_duration(b.arithmetic_s)} of a {_duration(b.step_s)} step "
-             f"({b.arithmetic_share:.0%})" for b in budgets]
-    sentence = "At this device's measured best matrix-multiply rates, " + "; ".join(parts) + "."
-    if all(b.arithmetic_share < ARITHMETIC_BOUND_SHARE for b in budgets):
-        rest = max(1 - b.arithmetic_share for b in budgets)
-        sentence += (f" Up to {rest:.0%} of the step is something else: arithmetic running below the peak (small or "
-                     "awkwardly shaped products, convolutions lowered to several steps), layers that only move "
-                     "bytes (ReLU, pooling, the optimizer's update), waiting for data, launches and syncs. Faster "
-                     "16-bit arithmetic can only shrink the part it is in, which is why AMP's speedup here cannot "
-                     "approach the ratio of the peak rates.")
+    """What the budgets say: how much of each step its arithmetic and its bytes need at this device's measured best,
+    and so how much of the step a faster arithmetic, or fewer bytes, could remove."""
+    parts = [f"{b.label}: the arithmetic needs {_duration(b.arithmetic_s)} and the bytes {_duration(b.bytes_s)} of a "
+             f"{_duration(b.step_s)} step; layer by layer, the faster of the two bounds allows {_duration(b.roofline_s)}"
+             f" ({b.roofline_share:.0%} of the step)" for b in budgets]
+    sentence = "At this device's measured best rates, " + "; ".join(parts) + "."
+    if all(b.roofline_share < ARITHMETIC_BOUND_SHARE for b in budgets):
+        rest = max(1 - b.roofline_share for b in budgets)
+        sentence += (f" Up to {rest:.0%} of the step is neither: arithmetic and copies running below their peak "
+                     "(small or awkwardly shaped products, convolutions done in several passes), waiting for data, "
+                     "launches and syncs. Faster 16-bit arithmetic and halved activations can only shrink the part "
+                     "they are in, which is why AMP's speedup here cannot approach the ratio of the peak rates.")
     else:
-        sentence += (" The arithmetic is most of the step here, so a faster arithmetic shows in the step time: "
-                     "where the 16-bit rate is higher than fp32's, AMP pays.")
+        sentence += (" The arithmetic and the bytes are most of the step here, so what AMP speeds up (16-bit "
+                     "arithmetic, half the bytes per activation) shows in the step time.")
     return sentence
 
 
@@ -157,14 +168,16 @@ def _duration(seconds: float) -> str:
 
 
 def budget_rows(budgets: list[StepBudget]) -> list[dict]:
-    """The table under the sentence: per run, its FLOPs, the step it measured, and what its arithmetic needs at
-    the measured (and published) peak rates, with the share of the step that is."""
+    """The table under the sentence: per run, its FLOPs and bytes, the step it measured, and what its arithmetic, its
+    bytes and the two layer by layer need at the measured (and published) peaks, with the step's share."""
     rows = []
     for b in budgets:
-        row = {"Run": b.label, "FLOPs per step": f"{b.flops / 1e9:.2f} GFLOP", "Measured step": _duration(b.step_s),
-               "Arithmetic at the measured peak": f"{_duration(b.arithmetic_s)} ({b.arithmetic_share:.1%})"}
+        row = {"Run": b.label, "FLOPs per step": f"{b.flops / 1e9:.2f} GFLOP", "Bytes per step": f"{b.bytes / 1e6:.0f} MB",
+               "Measured step": _duration(b.step_s), "Arithmetic at peak": _duration(b.arithmetic_s),
+               "Bytes at peak": _duration(b.bytes_s),
+               "Roofline (layer by layer)": f"{_duration(b.roofline_s)} ({b.roofline_share:.1%})"}
         if b.published_s is not None:
-            row["At the published peak"] = f"{_duration(b.published_s)} ({b.published_share:.2%})"
+            row["Roofline at the published peaks"] = f"{_duration(b.published_s)} ({b.published_share:.2%})"
         rows.append(row)
     return rows
 

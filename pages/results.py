@@ -8,7 +8,7 @@ from ui import exports, jobs, server_bundle
 from ui.charts import named_results
 from ui.identity import learner
 from ui.reference import load_references, reference_panel
-from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, step_budget_panel, when
+from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, profile_panel, step_budget_panel, when
 
 st.title("Results")
 
@@ -123,6 +123,9 @@ comparison_charts(runs, key="results")
 
 st.subheader("The step's budget")
 step_budget_panel(runs)
+
+st.subheader("Profile of a short window")
+profile_panel(runs)
 
 st.subheader("How each run was made")
 for label, result in runs.items():

@@ -112,6 +112,14 @@ with right:
         persist_state="session",
         help="Shows whether the loader or the arithmetic bounds the run; adds one GPU synchronisation per step.",
     )
+    profile = choices["profile"]
+    st.checkbox(
+        "Profile a short window",
+        key=profile.key,
+        persist_state="session",
+        help="After each run's timed training, 20 more steps under torch.profiler: Results shows the step's time "
+             "by kind of work (matrix products, pooling, the optimizer, ...). Adds seconds; the timing is unchanged.",
+    )
 
 request = ComparisonRequest.of({param: st.session_state[choice.key] for param, choice in choices.items()})
 if request.precision == "amp-fp16" and report.device_type == "cpu":

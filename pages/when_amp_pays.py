@@ -19,7 +19,7 @@ from ui import jobs, server_bundle
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.predict import predict_then_check
 from ui.reference import Reference, reference_rows, reference_sweep
-from ui.widgets import amp_step_picture, next_link, when
+from ui.widgets import amp_step_picture, next_link, roofline_panel, when
 
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
 SWEEP_KEY = "when_amp_pays_sweep_job"
@@ -167,6 +167,19 @@ measures 1.56x. Results sets each of your comparisons against this server's own 
 )
 st.caption(f"H200 peaks: {PUBLISHED_SOURCE}. The lab ran on its own Tensor Core GPU, not an H200; on a slower one "
            "the arithmetic's share is larger, and still small.")
+
+st.subheader("The roofline of the lab's model")
+st.markdown(
+    """
+Each layer of a training step moves bytes and, for the convolutions and linear layers, does arithmetic. Its
+*intensity*, FLOPs per byte, decides which of the device's two limits it meets first: below the ridge (peak rate ÷
+bandwidth) its bytes bound it, and a faster arithmetic changes nothing; above, its arithmetic does. The bytes are
+counted from the layer shapes (each tensor read or written once per kernel, no cache reuse: a lower bound), the
+FLOPs are torch's own count. Under AMP every layer moves fewer bytes (16-bit activations) and the products run at
+the 16-bit rate; the fp32 master weights, the optimizer and the casts AMP adds do not shrink.
+"""
+)
+roofline_panel()
 
 st.subheader("1. Where the time goes")
 st.markdown(

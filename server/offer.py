@@ -56,6 +56,7 @@ SAFEGUARD_SIZES = {"cpu": dict(subset=1536, batch_size=32, epochs=1),
 SAFEGUARD_LOG_POINTS = 24
 SAFEGUARD_SHRINKS = (0, 8, 12, 16)  # loss x 2^-n: gradients 2^n times smaller (RunConfig.loss_shrink_log2)
 SAFEGUARD_DEFAULT_SHRINK = 16
+PROFILE_STEPS = 20  # a profiled comparison: this many steady steps per run under torch.profiler, after training
 SAFEGUARD_LABELS = {"no-scaler": "without the GradScaler", "no-master-weights": "without fp32 master weights"}
 
 
@@ -80,6 +81,7 @@ class ComparisonRequest:
     width: int = 1
     channels_last: bool = False
     breakdown: bool = False
+    profile: bool = False  # each run profiles PROFILE_STEPS more steps after its timed training (trainer/profile.py)
     subset: int | None = None  # None = the whole training split
     repeats: int = 1  # pairs of runs, the baseline and `precision` alternately
     baseline: str = "fp32"  # strict fp32; the lab's own comparison uses fp32-default (fp32 as PyTorch defaults it)
@@ -99,8 +101,8 @@ class ComparisonRequest:
         baseline, candidate = spec.runs[0], spec.runs[1]
         return cls(precision=candidate.precision, baseline=baseline.precision, epochs=baseline.epochs, batch_size=baseline.batch_size,
                    data=baseline.data, loader=baseline.loader, width=baseline.width,
-                   channels_last=baseline.channels_last, breakdown=baseline.breakdown, subset=baseline.subset,
-                   repeats=len(spec.runs) // 2)
+                   channels_last=baseline.channels_last, breakdown=baseline.breakdown,
+                   profile=baseline.profile_steps > 0, subset=baseline.subset, repeats=len(spec.runs) // 2)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -111,7 +113,7 @@ class ComparisonRequest:
             f"{self.baseline} vs {self.precision}{f' x{self.repeats}' if self.repeats > 1 else ''}, "
             f"{self.epochs} epoch{'s' if self.epochs != 1 else ''}, batch {self.batch_size}, "
             f"{subset_name(self.subset)} {self.data} images, {self.loader} loader, width {self.width}"
-            + (", channels_last" if self.channels_last else "")
+            + (", channels_last" if self.channels_last else "") + (", profiled" if self.profile else "")
         )
 
 
@@ -219,6 +221,7 @@ class Offer:
             Choice("run_width", "Model width", WIDTHS, 1, "width", parse_int),
             Choice("run_channels_last", "channels_last", (False, True), False, "channels_last", parse_bool),
             Choice("run_breakdown", "Data-wait breakdown", (False, True), False, "breakdown", parse_bool),
+            Choice("run_profile", "Profile a short window", (False, True), False, "profile", parse_bool),
             Choice("run_subset", "Training images", subsets, subsets[-1], "subset", parse_optional_int, subset_name),
             Choice("run_repeats", "Repeats", REPEATS, 1, "repeats", parse_int, pairs_name),
         )
@@ -254,6 +257,7 @@ class Offer:
             test_subset=None if subset is None else min(subset, TEST_IMAGES_FOR_SUBSETS),
             log_every=log_every(subset, request.batch_size, request.epochs),
             measure_peaks=True,  # for the step budget on Results: once per device, then from the server's cache
+            profile_steps=PROFILE_STEPS if request.profile else 0,
         )
         runs = [RunConfig(precision=precision, **shared)
                 for _ in range(request.repeats) for precision in (request.baseline, request.precision)]

@@ -114,13 +114,16 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                              "seconds; kept in --peaks-cache when given) for the step budget")
     parser.add_argument("--peaks-cache", metavar="PATH", default=None,
                         help="a JSON file of measured peaks per device: read if this device is there, else added")
+    parser.add_argument("--profile-steps", type=int, default=0, metavar="N",
+                        help="after training, profile N more steps with torch.profiler: the step's time by kind of "
+                             "work (default 0: no profile)")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the result(s) as JSON to PATH")
 
 
 # The run options named as RunConfig's fields; the other three are spelled differently on the command line.
 _SAME_NAMES = ("epochs", "batch_size", "data", "data_root", "loader", "subset", "test_subset", "width", "channels_last",
                "cudnn_benchmark", "device", "seed", "log_every", "warmup_steps", "min_steady_s", "breakdown",
-               "loss_scale_init", "loss_shrink_log2", "track_updates", "measure_peaks", "peaks_cache")
+               "loss_scale_init", "loss_shrink_log2", "track_updates", "measure_peaks", "peaks_cache", "profile_steps")
 
 
 def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:
@@ -278,6 +281,11 @@ def summary(result: RunResult) -> str:
         lines.append(f"  zero gradients: {result.zero_grad_share:.2%} of every gradient element; updates rounded "
                      "away: " + ("none moved" if stalled is None else f"{stalled:.3%} of the weights with a "
                                                                            "nonzero gradient"))
+    if result.profile:
+        parts = ", ".join(f"{name} {seconds * 1e3:.1f} ms" for name, seconds in result.profile["categories"].items()
+                          if seconds > 0)
+        lines.append(f"  profile of {result.profile['steps']} steps, {result.profile['step_s'] * 1e3:.1f} ms a step: "
+                     f"{parts}")
     if result.device_peaks:
         rates = ", ".join(f"{dtype} {tflops:.3g}" for dtype, tflops in result.device_peaks["matmul_tflops"].items())
         lines.append(f"  device peaks: matmul TFLOP/s {rates}; copy {result.device_peaks['copy_gb_per_s']:.3g} GB/s; "

@@ -36,6 +36,7 @@ DEFAULT_LOSS_SCALE = 2.0**16  # GradScaler's own defaults: start at 65536, grow 
 DEFAULT_GROWTH_INTERVAL = 2000
 MAX_LOSS_SCALE = 2.0**32
 MAX_LOSS_SHRINK_LOG2 = 24
+MAX_PROFILE_STEPS = 200  # a profile is a short window: the profiler keeps every operator of every step in memory
 
 
 def check_precision(precision: object, refused: Mapping[str, str] | None = None) -> None:
@@ -86,6 +87,8 @@ class RunConfig:
     # read from `peaks_cache` or measured into it once per device, for the step budget.
     measure_peaks: bool = False
     peaks_cache: str | None = None
+    # After training and the accuracy check: this many more steps under torch.profiler (trainer/profile.py). 0: none.
+    profile_steps: int = 0
 
     def validate(self, refused: Mapping[str, str] | None = None) -> "RunConfig":
         """Raise ConfigError with one clear line for the first bad value (UnsupportedModeError for a precision that
@@ -117,6 +120,7 @@ class RunConfig:
         _int_range("loss_shrink_log2", self.loss_shrink_log2, 0, MAX_LOSS_SHRINK_LOG2)
         if not isinstance(self.track_updates, bool):
             raise ConfigError(f"track_updates is true or false, got {self.track_updates!r}")
+        _int_range("profile_steps", self.profile_steps, 0, MAX_PROFILE_STEPS)
         if not isinstance(self.measure_peaks, bool):
             raise ConfigError(f"measure_peaks is true or false, got {self.measure_peaks!r}")
         if not (0 < self.lr < 10):

@@ -12,6 +12,7 @@ from typing import Callable
 import numpy as np
 import torch
 from torch import nn
+from torch.profiler import record_function
 
 from trainer import host_malloc
 from trainer.capabilities import resolve_device
@@ -33,6 +34,7 @@ from trainer.measure import (
 from trainer.model import build_model
 from trainer.peaks import cached_peaks
 from trainer.precision import PrecisionPolicy
+from trainer.profile import DATA_SPAN, profile_window
 from trainer.progress import Progress
 from trainer.results import RunResult
 from trainer.timing_quality import TimingMonitor, interval_steps
@@ -194,9 +196,34 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     result = _to_result(config, device, policy, timeline, peaks, memory.warnings, accuracy)
     result.timing_quality = timeline.timing.record(memory.gpu_activity(timeline.timing.window))
     result.resident_data_bytes = resident_bytes
+    if config.profile_steps:  # after the timed window and the accuracy check: it changes neither
+        result.profile = _profile(config, device, policy, model, optimizer, criterion, scaler, train_batches)
     if config.measure_peaks:  # after the timed window and the memory peaks: they measure training alone
         result.device_peaks = cached_peaks(device, config.peaks_cache).to_dict()
     return result
+
+
+def _profile(config, device, policy, model, optimizer, criterion, scaler, batches) -> dict:
+    """config.profile_steps more full-size steps under the profiler, each fetching its batch in the data span."""
+    model.train()
+    source = {"batches": iter(batches)}
+
+    def next_full_batch():
+        while True:
+            try:
+                images, labels = next(source["batches"])
+            except StopIteration:
+                source["batches"] = iter(batches)  # an epoch boundary inside the window: a new pass over the data
+                continue
+            if images.shape[0] == config.batch_size:  # a smaller last batch is another shape: not a steady step
+                return images, labels
+
+    def run_step() -> None:
+        with record_function(DATA_SPAN):
+            images, labels = next_full_batch()
+        train_step(model, images, labels, optimizer, criterion, policy, scaler, config.loss_factor, None, 0)
+
+    return profile_window(config.profile_steps, run_step, device).to_dict()
 
 
 def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, batches, reporter, should_cancel):

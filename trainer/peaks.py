@@ -70,6 +70,11 @@ def cached_peaks(device: torch.device, cache: str | Path | None) -> DevicePeaks:
     return peaks
 
 
+def stored_peaks(cache: str | Path | None) -> list[DevicePeaks]:
+    """Every device's peaks the cache holds (none when it is missing or unreadable)."""
+    return [DevicePeaks.from_dict(entry) for entry in _read(cache).values() if isinstance(entry, dict)]
+
+
 def measure_peaks(device: torch.device) -> DevicePeaks:
     started = time.perf_counter()
     kind = device.type

@@ -71,6 +71,7 @@ class RunResult:
     update_history: list[dict] = field(default_factory=list)
     update_counts: dict | None = None
     device_peaks: dict | None = None  # with config.measure_peaks: trainer.peaks.DevicePeaks as a dict
+    profile: dict | None = None  # with config.profile_steps: trainer.profile.StepProfile as a dict
 
     def to_dict(self) -> dict:
         return asdict(self)

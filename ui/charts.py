@@ -19,6 +19,7 @@ from trainer.comparison_table import (
     precision_name,
     speed_change,
 )
+from trainer.profile import CATEGORIES as PROFILE_CATEGORIES
 from trainer.results import MEMORY_LABELS, RunResult, SpeedupInterval, split_pairs
 
 
@@ -396,3 +397,25 @@ def class_speedup_chart(frame: pd.DataFrame) -> alt.Chart:
     )
     no_gain = alt.Chart(pd.DataFrame({"x": [1.0]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
     return (bars + no_gain).properties(title="The class's speedups (dashed: 1x, no gain)")
+
+
+def profile_chart(runs: Mapping[str, RunResult]) -> alt.Chart:
+    """Each profiled run's step by kind of work (trainer/profile.py), one stacked bar a run, in milliseconds."""
+    rows = [{"run": label, "category": name, "ms": seconds * 1e3, "order": PROFILE_CATEGORIES.index(name)}
+            for label, result in runs.items() if result.profile
+            for name, seconds in result.profile["categories"].items() if seconds > 0]
+    names = [label for label, result in runs.items() if result.profile]
+    return (
+        alt.Chart(pd.DataFrame(rows), title="One step by kind of work (profiled window)",
+                  height=_rows_height(names, legend=list(PROFILE_CATEGORIES)))
+        .mark_bar()
+        .encode(
+            x=alt.X("sum(ms):Q", title="Milliseconds per step", stack="zero"),
+            y=_name_axis("run", names),
+            color=alt.Color("category:N", title="Work", sort=list(PROFILE_CATEGORIES),
+                            legend=alt.Legend(orient="bottom", columns=2, labelLimit=0)),
+            order=alt.Order("order:Q"),
+            tooltip=[alt.Tooltip("run:N", title="Run"), alt.Tooltip("category:N", title="Work"),
+                     alt.Tooltip("ms:Q", title="ms per step", format=",.2f")],
+        )
+    )

@@ -9,6 +9,7 @@ import altair as alt
 import pandas as pd
 
 from lessons.amp_step import STEP_PARTS
+from lessons.roofline import ROOFLINE_MODES, layer_costs
 from lessons.number_formats import BitLayout, FormatRange
 from lessons.payoff import COMPUTE_PART, WAIT_PART, WORKERS_PART
 from lessons.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
@@ -441,3 +442,38 @@ def amp_step_chart(highlighted: tuple[str, ...] | set[str]) -> alt.LayerChart:
     )
     return (alt.layer(rules, heads, rects, labels).properties(height=170, title="One AMP training step")
             .configure_view(stroke=None))
+
+
+ROOF_COLOURS = {"fp32": "#4c78a8", "AMP": "#f58518"}
+
+
+def roofline_chart(width: int, batch_size: int, tflops: dict[str, float], gb_per_s: float) -> alt.LayerChart:
+    """The lab's matrix-product layers on this device's roofline, log-log: attainable TFLOP/s against FLOPs per byte,
+    one roof per mode (the bandwidth's slope up to the mode's peak rate) and each layer at its intensity in fp32
+    and under AMP (16-bit activations move half the bytes, so its points sit further right, under a higher roof)."""
+    intensities = [10 ** (exponent / 4) for exponent in range(-4, 17)]  # 0.1 to 10,000 FLOPs per byte
+    roofs, points = [], []
+    for mode, kinds in ROOFLINE_MODES.items():
+        peak = tflops[kinds["conv"]]
+        corner = peak * 1e3 / gb_per_s  # the ridge: where the bandwidth's slope meets the peak
+        roofs += [{"mode": mode, "intensity": i, "tflops": min(peak, gb_per_s * i / 1e3)}
+                  for i in sorted([*intensities, corner])]
+        for layer in layer_costs(width, batch_size, sixteen_bit=mode == "AMP"):
+            if layer.flops:
+                rate = tflops[kinds[layer.kind]]
+                points.append({"mode": mode, "layer": layer.name, "intensity": layer.intensity,
+                               "tflops": min(rate, gb_per_s * layer.intensity / 1e3),
+                               "bound": "arithmetic" if layer.intensity * gb_per_s / 1e3 >= rate else "bytes"})
+    colour = alt.Color("mode:N", title="Mode", scale=alt.Scale(domain=list(ROOF_COLOURS),
+                                                               range=list(ROOF_COLOURS.values())))
+    x = alt.X("intensity:Q", title="FLOPs per byte moved (log)", scale=alt.Scale(type="log"))
+    y = alt.Y("tflops:Q", title="Attainable TFLOP/s (log)", scale=alt.Scale(type="log"))
+    roof = alt.Chart(pd.DataFrame(roofs)).mark_line(strokeWidth=2).encode(x=x, y=y, color=colour)
+    layers = alt.Chart(pd.DataFrame(points)).mark_point(filled=True, size=70).encode(
+        x=x, y=y, color=colour, shape=alt.Shape("layer:N", title="Layer"),
+        tooltip=[alt.Tooltip("layer:N", title="Layer"), alt.Tooltip("mode:N", title="Mode"),
+                 alt.Tooltip("intensity:Q", title="FLOPs per byte", format=",.1f"),
+                 alt.Tooltip("tflops:Q", title="Attainable TFLOP/s", format=",.3g"),
+                 alt.Tooltip("bound:N", title="Bound by")],
+    )
+    return alt.layer(roof, layers).properties(title="The lab's layers on this device's roofline", height=300)

@@ -9,7 +9,8 @@ import streamlit as st
 
 from lessons.amp_step import PAGE_PARTS, highlight_sentence
 from lessons.interpret import interpret, loss_tracking
-from lessons.step_budget import PUBLISHED_SOURCE, budget_rows, budget_sentence, run_budget
+from lessons.roofline import roofline_rows
+from lessons.step_budget import PUBLISHED_PEAKS, PUBLISHED_SOURCE, budget_rows, budget_sentence, run_budget
 from lessons.verdicts import distinct_warnings, headline, timing_summary
 from server.devices import Slot
 from server.instructor import Capacity
@@ -17,11 +18,11 @@ from server.records import JobView
 from server.settings import Settings
 from trainer.comparison_table import format_seconds, lab_differences
 from trainer.environment import HardwareReport
-from trainer.peaks import DevicePeaks
+from trainer.peaks import DevicePeaks, stored_peaks
 from trainer.results import LAB_REFERENCE, RunResult
-from ui import charts
+from ui import charts, server_bundle
 from ui.charts import run_modes, run_names
-from ui.learn_charts import amp_step_chart
+from ui.learn_charts import amp_step_chart, roofline_chart
 
 RESULTS_PAGE = "pages/results.py"
 RUN_PAGE = "pages/run_experiment.py"
@@ -285,3 +286,52 @@ def amp_step_picture(page: str) -> None:
     """The one picture of an AMP step, with the parts `page` (its file name in pages/) is about highlighted."""
     st.altair_chart(amp_step_chart(PAGE_PARTS[page]), width="stretch", key=f"amp-step-{page}")
     st.caption(highlight_sentence(page))
+
+
+def roofline_panel(width: int = 1, batch_size: int = 256) -> None:
+    """The lab's model on a roofline: an H200's published peaks, or any device this server has measured (its
+    comparisons record them); the chart, the per-layer table and what the two bounds add up to."""
+    devices = {f"NVIDIA H200, published ({PUBLISHED_SOURCE})": (
+        {dtype: rate for dtype, rate in PUBLISHED_PEAKS["H200"].items() if dtype != "gb_per_s"},
+        PUBLISHED_PEAKS["H200"]["gb_per_s"])}
+    for measured in stored_peaks(server_bundle.settings().peaks_cache_path):
+        if measured.copy_gb_per_s and {"fp32", "bf16"} <= set(measured.matmul_tflops):
+            devices[f"{measured.device_name}, measured here (torch {measured.torch_version})"] = (
+                measured.matmul_tflops, measured.copy_gb_per_s)
+    chosen = st.selectbox("Device", list(devices), index=len(devices) - 1, key="roofline-device")
+    tflops, gb_per_s = devices[chosen]
+    st.altair_chart(roofline_chart(width, batch_size, tflops, gb_per_s), width="stretch", key="roofline")
+    rows = roofline_rows(width, batch_size, tflops, gb_per_s)
+    st.dataframe(rows, hide_index=True)
+    fp32_us, amp_us = sum(row["µs, fp32"] for row in rows), sum(row["µs, AMP"] for row in rows)
+    st.markdown(f"Layer by layer at these peaks, a step could take **{fp32_us:,.1f} µs in strict fp32** and "
+                f"**{amp_us:,.1f} µs under AMP**: at best {fp32_us / amp_us:.1f}x, and that only if nothing but "
+                "arithmetic and memory traffic took time. Most layers are bound by their bytes, which 16-bit "
+                "activations halve; the convolution with the most arithmetic gains from the faster 16-bit rate.")
+
+
+def profile_panel(runs: Mapping[str, RunResult]) -> None:
+    """The profiled runs' steps by kind of work, what changed most between the first two, and on CUDA the kernels
+    that ran (those whose names show Tensor Cores marked). Nothing when no run was profiled."""
+    profiled = {label: result for label, result in runs.items() if result.profile}
+    if not profiled:
+        st.caption("These runs were not profiled: tick *Profile a short window* on the Run page to see a step by "
+                   "kind of work.")
+        return
+    st.altair_chart(charts.profile_chart(profiled), width="stretch", key="profile")
+    if len(profiled) >= 2:
+        (first, a), (second, b) = list(profiled.items())[:2]
+        changes = sorted(((name, a.profile["categories"][name], b.profile["categories"].get(name, 0.0))
+                          for name in a.profile["categories"]), key=lambda c: abs(c[1] - c[2]), reverse=True)
+        said = "; ".join(f"{name} {before * 1e3:,.1f} → {after * 1e3:,.1f} ms" for name, before, after in changes[:3])
+        st.markdown(f"From {first} to {second}, per step, the largest changes: {said}.")
+    first = next(iter(profiled.values())).profile
+    st.caption(f"{first['steps']} steps per run under torch.profiler, after the timed training and the accuracy "
+               "check (which it does not change); each operator with everything it called. Host time not covered "
+               "by operators is Python and the loop's own bookkeeping.")
+    kernels = [(label, kernel) for label, result in profiled.items() for kernel in result.profile.get("kernels", [])]
+    if kernels:
+        with st.expander("GPU kernels that ran (Tensor Core kernels marked)"):
+            st.dataframe([{"run": label, "kernel": k["name"], "ms per step": round(k["s"] * 1e3, 3),
+                           "Tensor Cores": "yes" if k["tensor_cores"] else ""} for label, k in kernels],
+                         hide_index=True)

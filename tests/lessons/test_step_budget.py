@@ -5,6 +5,7 @@ from dataclasses import replace
 
 import pytest
 
+from lessons.roofline import layer_costs, place
 from lessons.step_budget import (
     budget_rows,
     budget_sentence,
@@ -45,18 +46,21 @@ def test_each_mode_runs_its_convolutions_and_linear_layers_in_its_own_arithmetic
     assert matmul_dtype("fp32", True, True) == "fp32" and matmul_dtype("tf32", False, False) == "tf32"
 
 
-def test_a_runs_budget_sets_its_flops_at_the_measured_rate_against_its_measured_step():
+def test_a_runs_budget_sets_its_flops_and_bytes_at_the_measured_rates_against_its_measured_step():
     baseline, candidate = lab_pair("amp-bf16")  # batch 256, 8192 images over 75 s and 48 s
     fp32 = run_budget("FP32", baseline, CPU_PEAKS)
     bf16 = run_budget("AMP (bf16)", candidate, CPU_PEAKS)
     flops = shape_flops(1, 256)
     assert fp32.flops == bf16.flops == flops
+    assert bf16.bytes < fp32.bytes  # 16-bit activations
     assert fp32.step_s == pytest.approx(256 / baseline.steady_images_per_s)
     assert fp32.arithmetic_s == pytest.approx(flops / 0.2e12) and bf16.arithmetic_s == pytest.approx(flops / 0.4e12)
+    assert fp32.bytes_s == pytest.approx(fp32.bytes / 20e9)
+    assert max(fp32.arithmetic_s, fp32.bytes_s) <= fp32.roofline_s <= fp32.arithmetic_s + fp32.bytes_s
     assert fp32.published_s is None  # a CPU: no published peak
     sentence = budget_sentence([fp32, bf16])
-    assert sentence.startswith("At this device's measured best matrix-multiply rates, FP32: the arithmetic needs "
-                               f"{flops / 0.2e12 * 1e3:.1f} ms of a")
+    assert sentence.startswith("At this device's measured best rates, FP32: the arithmetic needs "
+                               f"{flops / 0.2e12 * 1e3:.1f} ms and the bytes")
     assert "why AMP's speedup here cannot approach the ratio of the peak rates" in sentence
     assert [row["Run"] for row in budget_rows([fp32, bf16])] == ["FP32", "AMP (bf16)"]
     assert run_budget("x", replace(baseline, steady_images_per_s=None), CPU_PEAKS) is None
@@ -67,11 +71,13 @@ def test_a_gpu_run_is_also_set_against_its_published_peaks():
     on_gpu = replace(baseline, environment={"device_type": "cuda", "device_name": "NVIDIA H200",
                                             "cudnn_allow_tf32": True}, config=replace(baseline.config,
                                                                                       precision="fp32-default"))
-    gpu_peaks = replace(CPU_PEAKS, matmul_tflops={"fp32": 50.0, "tf32": 300.0, "bf16": 600.0, "fp16": 600.0})
+    gpu_peaks = replace(CPU_PEAKS, matmul_tflops={"fp32": 50.0, "tf32": 300.0, "bf16": 600.0, "fp16": 600.0},
+                        copy_gb_per_s=4000.0)
     budget = run_budget("FP32 (defaults)", on_gpu, gpu_peaks)
     by_op = step_flops(1, 256)
     convs = by_op["aten.convolution"] + by_op["aten.convolution_backward"]
     linear = by_op["aten.addmm"] + by_op["aten.mm"]
-    assert budget.published_s == pytest.approx(convs / 494.7e12 + linear / 67e12)  # TF32 convs, fp32 linear layers
-    assert budget.arithmetic_s == pytest.approx(convs / 300e12 + linear / 50e12)
-    assert "At the published peak" in budget_rows([budget])[0]
+    assert budget.arithmetic_s == pytest.approx(convs / 300e12 + linear / 50e12)  # TF32 convs, fp32 linear layers
+    published = place(layer_costs(1, 256, sixteen_bit=False), {"conv": 494.7, "linear": 67.0}, 4800.0)
+    assert budget.published_s == pytest.approx(sum(point.bound_s for point in published))
+    assert "Roofline at the published peaks" in budget_rows([budget])[0]

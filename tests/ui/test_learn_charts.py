@@ -164,3 +164,20 @@ def test_the_amp_step_is_one_loop_of_ten_parts_with_a_pages_parts_highlighted():
     assert len(parts_for("overview")) == len(STEP_PARTS)
     with pytest.raises(ValueError, match="no AMP-step parts for the page 'history'"):
         parts_for("history")
+
+
+def test_the_roofline_puts_each_matrix_layer_under_its_modes_roof():
+    from ui.learn_charts import roofline_chart
+
+    peaks = {"fp32": 67.0, "tf32": 494.7, "bf16": 989.5, "fp16": 989.5}
+    spec = roofline_chart(1, 256, peaks, 4800.0).to_dict()
+    roofs = next(rows for rows in spec["datasets"].values() if rows and "layer" not in rows[0])
+    layers = next(rows for rows in spec["datasets"].values() if rows and "layer" in rows[0])
+    assert {row["layer"] for row in layers} == {"conv1", "conv2", "fc1", "fc2"}  # the ones with arithmetic
+    assert max(row["tflops"] for row in roofs if row["mode"] == "AMP") == 989.5
+    assert max(row["tflops"] for row in roofs if row["mode"] == "fp32") == 67.0
+    for row in layers:  # on or under its roof: the bandwidth's slope at its intensity, capped by the peak
+        assert row["tflops"] == pytest.approx(min(peaks["bf16" if row["mode"] == "AMP" else "fp32"],
+                                                  4.8 * row["intensity"]))
+    conv2 = {row["mode"]: row for row in layers if row["layer"] == "conv2"}
+    assert conv2["AMP"]["intensity"] == pytest.approx(2 * conv2["fp32"]["intensity"])  # half the bytes

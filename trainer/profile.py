@@ -1,0 +1,128 @@
+"""The profile of a short window of training steps: where a step's time goes, by kind of work.
+
+torch.profiler records every operator of N steps run after the timed training and the accuracy check (so it
+disturbs neither); each operator called from Python, and each backward function the autograd engine runs, is put
+in one category by its name, with the time it took including what it called. The window's own clock (synchronised
+on CUDA) gives the step; what the operators leave uncovered is host time: Python, the loop's bookkeeping, launches.
+On CUDA the categories are the host's view too, and the kernel names that ran are kept, so that the ones that
+prove Tensor Cores ran (and the products that did not use them) can be read off.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+DATA_SPAN = "amp_lab: wait for data"
+UNCOVERED = "host time not covered by operators"
+CATEGORIES = ("matrix products", "elementwise and activations", "pooling", "casts and copies", "loss and scaler",
+              "optimizer", "waiting for data", UNCOVERED)
+# Operators known by their exact name (a fragment would catch others: "aten::t" is in "aten::to").
+_EXACT = {"aten::t": "matrix products", "aten::mm": "matrix products", "aten::to": "casts and copies",
+          "aten::mul": "loss and scaler"}
+# Name fragments, checked in this order (the first that matches wins): aten ops called from Python, and the
+# autograd engine's "evaluate_function: <Op>Backward0" in backward. The scaler's own ops are named before the
+# optimizer's, since both use foreach kernels.
+_RULES = (
+    ("waiting for data", (DATA_SPAN,)),
+    ("loss and scaler", ("cross_entropy", "nll_loss", "log_softmax", "LogSoftmax", "NllLoss", "_amp_", "MulBackward",
+                         "unscale", "GradScaler")),
+    ("optimizer", ("Optimizer.", "optimizer", "AccumulateGrad", "zero_grad", "_foreach")),
+    ("matrix products", ("conv", "Convolution", "addmm", "Addmm", "MmBackward", "matmul", "linear", "TBackward")),
+    ("pooling", ("pool", "Pool")),
+    ("casts and copies", ("_to_copy", "copy_", "ToCopy", "contiguous", "clone", "flatten", "view", "reshape",
+                          "Reshape", "View")),
+    ("elementwise and activations", ("relu", "Relu", "threshold", "aten::add", "aten::sub", "aten::div", "sigmoid",
+                                     "aten::fill", "aten::zero", "empty", "ones_like")),
+)
+# Kernel name fragments of Tensor Core GEMM and convolution kernels (cuBLAS, cuDNN, CUTLASS) across generations.
+TENSOR_CORE_KERNELS = ("s16816", "h16816", "s1688", "h1688", "hmma", "xmma", "wgmma", "sm80_", "sm90_", "tensorop",
+                       "bf16", "f16f16", "tf32")
+
+
+def category(name: str) -> str:
+    if name in _EXACT:
+        return _EXACT[name]
+    for found, fragments in _RULES:
+        if any(fragment in name for fragment in fragments):
+            return found
+    return "elementwise and activations"
+
+
+@dataclass
+class StepProfile:
+    """A profiled window: per step, seconds by category (they add up to `step_s`), the heaviest operators, and on
+    CUDA the kernels that ran with their device time."""
+
+    steps: int
+    step_s: float  # the window's wall time per step, the profiler running
+    categories: dict[str, float] = field(default_factory=dict)
+    top_ops: list[dict] = field(default_factory=list)  # {"name", "category", "s"} per step, heaviest first
+    kernels: list[dict] = field(default_factory=list)  # CUDA: {"name", "s", "tensor_cores"} per step
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def profile_window(steps: int, run_step: Callable[[], None], device: torch.device) -> StepProfile:
+    """Run `run_step` `steps` times under torch.profiler and group the time. `run_step` fetches its own batch inside
+    `record_function(DATA_SPAN)` so that waiting for data is a category of its own."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    run_step()  # one step before the window: the profiler's own start-up is not a step's cost
+    _sync(device)
+    with profile(activities=activities) as recorded:
+        start = time.perf_counter()
+        for _ in range(steps):
+            run_step()
+        _sync(device)
+        wall = time.perf_counter() - start
+    return _grouped(recorded.events(), steps, wall)
+
+
+def _grouped(events, steps: int, wall_s: float) -> StepProfile:
+    totals = dict.fromkeys(CATEGORIES, 0.0)
+    by_name: dict[str, float] = {}
+    kernels: dict[str, float] = {}
+    for event in events:
+        if _device_kernel(event):
+            kernels[event.name] = kernels.get(event.name, 0.0) + _device_us(event) / 1e6
+            continue
+        if event.cpu_parent is not None:
+            continue  # counted inside its top-level caller
+        seconds = event.cpu_time_total / 1e6
+        found = category(event.name)
+        totals[found] += seconds
+        by_name[event.name] = by_name.get(event.name, 0.0) + seconds
+    covered = sum(totals.values())
+    totals[UNCOVERED] = max(wall_s - covered, 0.0)
+    per_step = {name: seconds / steps for name, seconds in totals.items()}
+    heaviest = sorted(by_name.items(), key=lambda item: item[1], reverse=True)[:12]
+    return StepProfile(
+        steps, wall_s / steps, per_step,
+        [{"name": name, "category": category(name), "s": seconds / steps} for name, seconds in heaviest],
+        [{"name": name, "s": seconds / steps, "tensor_cores": any(f in name.lower() for f in TENSOR_CORE_KERNELS)}
+         for name, seconds in sorted(kernels.items(), key=lambda item: item[1], reverse=True)[:20]],
+    )
+
+
+def _device_kernel(event) -> bool:
+    kind = getattr(event, "device_type", None)
+    return kind is not None and kind != torch.autograd.DeviceType.CPU
+
+
+def _device_us(event) -> float:
+    for attribute in ("self_device_time_total", "self_cuda_time_total", "device_time_total", "cuda_time_total"):
+        value = getattr(event, attribute, None)
+        if value:
+            return float(value)
+    return 0.0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
