@@ -234,7 +234,9 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
     tl = _Timeline(scale=ScaleTracker(scaler), updates=UpdateTracker(model.parameters(), config.track_updates))
     reporter.start_training(len(batches))
     sample_every = interval_steps(len(batches) * config.epochs - config.warmup_steps, config.log_every)
-    window, epoch_meter = LossMeter(device), LossMeter(device)
+    # One device-side add per step (a launch-bound GPU step feels each extra kernel): the window's sum; the epoch's
+    # mean is kept on the host from the window's at each log point, where the loop syncs anyway.
+    window = LossMeter(device)
     model.train()
     tl.t_start = epoch_start = clock(device)
     if config.warmup_steps == 0:
@@ -244,6 +246,7 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
     while epoch < config.epochs or (epoch < MAX_EPOCHS and _steady_s(tl, epoch_start) < config.min_steady_s):
         epoch += 1
         window.reset()  # like the lab, each epoch starts a fresh running loss
+        epoch_loss_sum = 0.0
         step = 0
         batch_iter = iter(batches)
         while True:
@@ -269,7 +272,6 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
             tl.steps += 1
             tl.images += images.shape[0]
             window.add(loss)
-            epoch_meter.add(loss)
             tl.scale.after_update(tl.steps)
             if tl.steps == config.warmup_steps:
                 tl.t_warm, tl.images_at_warm = clock(device), tl.images
@@ -278,7 +280,9 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
                 # On the steady clock: partial batches' time and images left out, as in steady_images_per_s.
                 tl.timing.mark(clock(device) - tl.partial_s, tl.images - tl.partial_images)
             if step % config.log_every == 0:
+                logged = window.count
                 mean = window.mean_and_reset()  # .item() syncs here
+                epoch_loss_sum += mean * logged
                 _flush_trackers(tl)
                 tl.loss_history.append({"step": tl.steps, "epoch": epoch, "loss": mean})
                 reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps, loss=mean)
@@ -286,7 +290,10 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
                 reporter.maybe("training", epoch=epoch, step=step, global_step=tl.steps)
         epoch_end = clock(device)
         tl.epoch_times.append(epoch_end - epoch_start)
-        tl.epoch_losses.append(epoch_meter.mean_and_reset())
+        if window.count:  # the steps since the last log point
+            rest = window.count
+            epoch_loss_sum += window.mean_and_reset() * rest
+        tl.epoch_losses.append(epoch_loss_sum / step if step else float("nan"))
         _flush_trackers(tl)
         epoch_start = epoch_end
         reporter.emit("training", epoch=epoch, step=step, global_step=tl.steps)

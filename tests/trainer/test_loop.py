@@ -240,3 +240,13 @@ def test_a_minimum_steady_time_adds_whole_epochs_and_no_more_than_it_needs():
     # ... and stopped as soon as it was: without its last epoch the window was short (on a quiet machine a step
     # takes milliseconds, so several epochs are added; on a busy one the first may already be long enough).
     assert epochs == 1 or steady_s - result.epoch_times_s[-1] < 0.5 + 0.05
+
+
+def test_the_epochs_mean_loss_counts_every_step_whatever_the_log_interval():
+    every_step = run_training(RunConfig(epochs=2, batch_size=32, subset=160, log_every=1, **TINY))  # 5 steps an epoch
+    every_other = run_training(RunConfig(epochs=2, batch_size=32, subset=160, log_every=2, **TINY))
+    for epoch, mean in enumerate(every_step.epoch_losses, 1):
+        losses = [point["loss"] for point in every_step.loss_history if point["epoch"] == epoch]
+        assert len(losses) == 5 and mean == pytest.approx(sum(losses) / 5, rel=1e-6)
+    # Logged in windows of 2, 2 and a last step flushed at the epoch's end: the same means.
+    assert every_other.epoch_losses == pytest.approx(every_step.epoch_losses, rel=1e-6)
