@@ -19,7 +19,7 @@ from ui import jobs, server_bundle
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.predict import predict_then_check
 from ui.reference import Reference, reference_rows, reference_sweep
-from ui.widgets import amp_step_picture, next_link, roofline_panel, when
+from ui.widgets import amp_step_picture, ladder_panel, next_link, roofline_panel, when
 
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
 SWEEP_KEY = "when_amp_pays_sweep_job"
@@ -180,6 +180,17 @@ the 16-bit rate; the fp32 master weights, the optimizer and the casts AMP adds d
 """
 )
 roofline_panel()
+
+st.subheader("The ladder to the fastest lab run")
+st.markdown(
+    """
+The same workload, one change at a time, each rung measured against the lab's own loop in the same harness:
+data held on the device, AMP, `channels_last`, `torch.compile` (its compile time apart), CUDA graphs (GPU only),
+and the largest batch that still trains to the lab's accuracy. Each step up removes one of the costs the budget
+above names.
+"""
+)
+ladder_panel()
 
 st.subheader("1. Where the time goes")
 st.markdown(

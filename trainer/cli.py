@@ -114,6 +114,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                              "seconds; kept in --peaks-cache when given) for the step budget")
     parser.add_argument("--peaks-cache", metavar="PATH", default=None,
                         help="a JSON file of measured peaks per device: read if this device is there, else added")
+    parser.add_argument("--compile-mode", default="", choices=("", "default", "reduce-overhead"),
+                        help="torch.compile the model (reduce-overhead adds CUDA graphs: GPU only); the first step "
+                             "then includes compiling, left out of the steady figures")
     parser.add_argument("--profile-steps", type=int, default=0, metavar="N",
                         help="after training, profile N more steps with torch.profiler: the step's time by kind of "
                              "work (default 0: no profile)")
@@ -123,7 +126,8 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
 # The run options named as RunConfig's fields; the other three are spelled differently on the command line.
 _SAME_NAMES = ("epochs", "batch_size", "data", "data_root", "loader", "subset", "test_subset", "width", "channels_last",
                "cudnn_benchmark", "device", "seed", "log_every", "warmup_steps", "min_steady_s", "breakdown",
-               "loss_scale_init", "loss_shrink_log2", "track_updates", "measure_peaks", "peaks_cache", "profile_steps")
+               "loss_scale_init", "loss_shrink_log2", "track_updates", "measure_peaks", "peaks_cache", "profile_steps",
+               "compile_mode")
 
 
 def _config_from(args: argparse.Namespace, precision: str) -> RunConfig:

@@ -27,6 +27,8 @@ DATA_SOURCES = ("cifar10", "synthetic")
 LOADERS = ("dataloader", "resident")
 WIDTHS = (1, 2, 4, 8)
 DEVICES = ("auto", "cpu", "cuda")
+# torch.compile's modes the trainer offers ("": eager); "reduce-overhead" adds CUDA graphs, so it needs a GPU.
+COMPILE_MODES = ("", "default", "reduce-overhead")
 
 # Hard ceilings that keep a typo from hanging the machine; an instructor's limits are stricter.
 MAX_EPOCHS = 1000
@@ -89,6 +91,7 @@ class RunConfig:
     peaks_cache: str | None = None
     # After training and the accuracy check: this many more steps under torch.profiler (trainer/profile.py). 0: none.
     profile_steps: int = 0
+    compile_mode: str = ""  # torch.compile the model (COMPILE_MODES); its first steps then include compiling
 
     def validate(self, refused: Mapping[str, str] | None = None) -> "RunConfig":
         """Raise ConfigError with one clear line for the first bad value (UnsupportedModeError for a precision that
@@ -121,6 +124,7 @@ class RunConfig:
         if not isinstance(self.track_updates, bool):
             raise ConfigError(f"track_updates is true or false, got {self.track_updates!r}")
         _int_range("profile_steps", self.profile_steps, 0, MAX_PROFILE_STEPS)
+        _choice("compile_mode", self.compile_mode, COMPILE_MODES)
         if not isinstance(self.measure_peaks, bool):
             raise ConfigError(f"measure_peaks is true or false, got {self.measure_peaks!r}")
         if not (0 < self.lr < 10):

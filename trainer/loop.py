@@ -19,7 +19,7 @@ from trainer.capabilities import resolve_device
 from trainer.config import MAX_EPOCHS, RunConfig
 from trainer.datasets import load_split
 from trainer.environment import capture_environment
-from trainer.errors import CancelledError, OutOfMemoryError, is_out_of_memory
+from trainer.errors import CancelledError, OutOfMemoryError, UnsupportedModeError, is_out_of_memory
 from trainer.images import ImageSplit
 from trainer.loaders import make_loader
 from trainer.measure import (
@@ -164,6 +164,7 @@ class _Timeline:
     compute_s: float = 0.0
     partial_s: float = 0.0  # partial batches after warm-up: their time and images are left out of steady
     partial_images: int = 0
+    first_step_s: float | None = None
     timing: TimingMonitor = field(default_factory=TimingMonitor)  # throughput samples and CPU use after warm-up
 
 
@@ -174,6 +175,10 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     model = policy.prepare_model(build_model(config.width, device, channels_last=config.channels_last,
                                              seed=config.seed))
     optimizer = torch.optim.SGD(model.parameters(), lr=config.optimizer_lr, momentum=config.momentum)
+    if config.compile_mode:
+        if config.compile_mode == "reduce-overhead" and device.type != "cuda":
+            raise UnsupportedModeError("compile_mode reduce-overhead records CUDA graphs: it needs a CUDA GPU")
+        model = torch.compile(model, mode=config.compile_mode)  # compiled at the first step, inside the warm-up
     criterion = nn.CrossEntropyLoss()
     scaler = policy.make_scaler()
 
@@ -270,6 +275,8 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
                 tl.data_wait_s += t_got - t_ask
             step += 1
             tl.steps += 1
+            if tl.steps == 1:  # one sync, in the warm-up: what the first step cost (compiling, cuDNN's choices)
+                tl.first_step_s = clock(device) - tl.t_start
             tl.images += images.shape[0]
             window.add(loss)
             tl.scale.after_update(tl.steps)
@@ -341,6 +348,7 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         epoch_losses=tl.epoch_losses,
         loss_scale_history=tl.scale.history,
         skipped_step_numbers=tl.scale.skipped,
+        first_step_s=tl.first_step_s,
         data_wait_s=tl.data_wait_s if config.breakdown else None,
         compute_s=tl.compute_s if config.breakdown else None,
         worker_cpu_s=tl.timing.worker_cpu_s if config.loader == "dataloader" and config.num_workers > 0 else None,

@@ -72,6 +72,7 @@ class RunResult:
     update_counts: dict | None = None
     device_peaks: dict | None = None  # with config.measure_peaks: trainer.peaks.DevicePeaks as a dict
     profile: dict | None = None  # with config.profile_steps: trainer.profile.StepProfile as a dict
+    first_step_s: float | None = None  # the first step alone (compiling, with config.compile_mode; cuDNN's choices)
 
     def to_dict(self) -> dict:
         return asdict(self)

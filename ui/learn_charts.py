@@ -477,3 +477,32 @@ def roofline_chart(width: int, batch_size: int, tflops: dict[str, float], gb_per
                  alt.Tooltip("bound:N", title="Bound by")],
     )
     return alt.layer(roof, layers).properties(title="The lab's layers on this device's roofline", height=300)
+
+
+def ladder_chart(report: dict) -> alt.LayerChart:
+    """Training time per rung of a ladder (bench/ladder.py: the median over its repeats, compiling left out), with
+    each rung's accuracy in its tooltip; for a ladder of the lab's whole workload, the lab's own time and airbench's
+    published times as labelled reference lines (other people's figures, on their GPUs)."""
+    rows = []
+    for rung in report["rungs"]:
+        if rung.get("seconds"):
+            ordered = sorted(rung["seconds"])
+            speed = rung.get("speedup_vs_lab") or {}
+            rows.append({"rung": rung["name"], "seconds": ordered[(len(ordered) - 1) // 2],
+                         "accuracy": rung.get("test_accuracy"), "speedup": speed.get("median"),
+                         "compile_s": rung.get("compile_s")})
+    names = [row["rung"] for row in rows]
+    bars = alt.Chart(pd.DataFrame(rows)).mark_bar(color="#4c78a8").encode(
+        x=alt.X("seconds:Q", title="Training time (s, median over repeats)"),
+        y=alt.Y("rung:N", sort=names, title=None, axis=alt.Axis(labelLimit=260)),
+        tooltip=[alt.Tooltip("rung:N", title="Rung"), alt.Tooltip("seconds:Q", format=",.2f", title="Seconds"),
+                 alt.Tooltip("speedup:Q", format=".2f", title="x the lab's loop"),
+                 alt.Tooltip("accuracy:Q", format=".1%", title="Test accuracy"),
+                 alt.Tooltip("compile_s:Q", format=",.1f", title="Compiling (s, apart)")],
+    )
+    layers = [bars]
+    if not report.get("quick"):
+        marks = pd.DataFrame([{"who": name, "seconds": seconds} for name, seconds in report["references"].items()])
+        layers.append(alt.Chart(marks).mark_rule(strokeDash=[4, 3], color="#888888").encode(
+            x="seconds:Q", tooltip=[alt.Tooltip("who:N", title="Other people's figure"), "seconds:Q"]))
+    return alt.layer(*layers).properties(title="The ladder to the fastest lab run", height=40 + 34 * len(rows))

@@ -49,6 +49,18 @@ class Reference:
         return f"{machine} · {date} · {settings}"
 
 
+def load_ladders() -> list[dict]:
+    """The ladders to the fastest lab run recorded with `python -m bench.ladder` (reference/ladder-*.json), newest
+    file name last; an unreadable one is left out."""
+    ladders = []
+    for path in sorted(REFERENCE_DIR.glob("ladder-*.json")):
+        try:
+            ladders.append({**json.loads(path.read_text(encoding="utf-8")), "file": path.name})
+        except (OSError, ValueError):
+            continue
+    return ladders
+
+
 def load_references(
     folder: Path = REFERENCE_DIR, device_type: str | None = None, purpose: str | None = None
 ) -> list[Reference]:

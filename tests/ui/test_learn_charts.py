@@ -181,3 +181,20 @@ def test_the_roofline_puts_each_matrix_layer_under_its_modes_roof():
                                                   4.8 * row["intensity"]))
     conv2 = {row["mode"]: row for row in layers if row["layer"] == "conv2"}
     assert conv2["AMP"]["intensity"] == pytest.approx(2 * conv2["fp32"]["intensity"])  # half the bytes
+
+
+def test_the_ladder_chart_draws_each_run_rung_and_other_peoples_times_only_for_the_whole_workload():
+    from ui.learn_charts import ladder_chart
+
+    rung = {"name": "the lab's loop", "seconds": [12.0, 10.0, 11.0], "test_accuracy": 0.7,
+            "speedup_vs_lab": {"median": 1.0}, "compile_s": None}
+    skipped = {"name": "CUDA graphs", "seconds": [], "why_not": "no GPU"}
+    full = {"quick": False, "references": {"the lab's fp32 run (its GPU)": 75.0, "airbench94 (94%)": 3.29},
+            "rungs": [rung, skipped]}
+    spec = ladder_chart(full).to_dict()
+    bars = next(rows for rows in spec["datasets"].values() if rows and "rung" in rows[0])
+    assert bars == [{"rung": "the lab's loop", "seconds": 11.0, "accuracy": 0.7, "speedup": 1.0, "compile_s": None}]
+    lines = next(rows for rows in spec["datasets"].values() if rows and "who" in rows[0])
+    assert {row["who"] for row in lines} == {"the lab's fp32 run (its GPU)", "airbench94 (94%)"}
+    quick = ladder_chart({**full, "quick": True}).to_dict()
+    assert not any(rows and "who" in rows[0] for rows in quick["datasets"].values())  # a short run: no lines

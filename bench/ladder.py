@@ -1,0 +1,223 @@
+"""The ladder to the fastest lab run: the lab's workload, one change at a time, each rung measured against the lab's
+own loop in the same harness.
+
+Rungs, each adding to the one before: the lab's loop (fp32 as PyTorch defaults it, the DataLoader) -> data held on
+the device -> AMP (fp16 on a GPU, as the lab; bf16 on a CPU, where fp16 is tens of times slower) -> channels_last ->
+torch.compile (its compile time reported apart) -> CUDA graphs (torch.compile's reduce-overhead mode; GPU only) ->
+the largest batch that still trains to the lab's accuracy (the learning rate scaled with the batch).
+
+Every rung runs in a fresh process (trainer.isolated), all rungs in turn once per repeat (lab, rung 2, ..., lab,
+rung 2, ...), so a rung's speedup over the lab's loop is the lab's time over the rung's within each repeat, given
+as the median and range over the repeats (trainer.results.speedup_interval). A compiled rung's time leaves its
+first step (which compiles) out and reports it apart. A rung this device cannot run says why.
+
+    python -m bench.ladder --device cpu --quick --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from trainer.config import RunConfig
+from trainer.isolated import run_isolated
+from trainer.results import RunResult, speedup_interval
+from trainer.timing_quality import is_noisy
+
+LAB_SECONDS = 75.0  # the lab's own fp32 run: 5 epochs of CIFAR-10 at batch 256 on its Tensor Core GPU
+# Other people's figures, shown as reference lines: airbench's published CIFAR-10 training times on one A100
+# (Keller Jordan, "94% on CIFAR-10 in 3.29 Seconds on a Single GPU", arXiv:2404.00498): to 94%, 95% and 96%.
+AIRBENCH_SECONDS = {"airbench94 (94%)": 3.29, "airbench95 (95%)": 10.4, "airbench96 (96%)": 46.3}
+ACCURACY_TOLERANCE = 0.01  # a larger batch "trains to the same accuracy" within one point of the lab rung's
+LARGER_BATCHES = (512, 1024, 2048)
+
+
+@dataclass
+class Rung:
+    name: str
+    changes: dict  # RunConfig fields set on top of the rung before
+    why_not: str | None = None  # why this device cannot run it (then it is not run)
+
+
+@dataclass
+class RungResult:
+    name: str
+    config: dict | None = None
+    why_not: str | None = None
+    images_per_s: float | None = None
+    seconds: list[float] = field(default_factory=list)  # training time per repeat (compiling left out)
+    compile_s: float | None = None  # the first step's time beyond a steady step's (compiled rungs)
+    speedup_vs_lab: dict | None = None  # {"median", "low", "high", "pairs"}
+    test_accuracy: float | None = None
+    noisy_runs: int = 0  # runs whose timing other load disturbed (trainer/timing_quality.py)
+    errors: list[str] = field(default_factory=list)
+
+
+def rungs_for(device: str) -> list[Rung]:
+    gpu = device == "cuda"
+    amp = "amp-fp16" if gpu else "amp-bf16"
+    return [
+        Rung("the lab's loop", {"precision": "fp32-default", "loader": "dataloader"}),
+        Rung("data held on the device", {"loader": "resident", "num_workers": 0}),
+        Rung(f"AMP ({amp})", {"precision": amp}),
+        Rung("channels_last", {"channels_last": True}),
+        Rung("torch.compile", {"compile_mode": "default"}),
+        Rung("CUDA graphs", {"compile_mode": "reduce-overhead"},
+             None if gpu else "CUDA graphs record GPU kernel launches: this device has no CUDA GPU"),
+    ]
+
+
+def base_config(device: str, quick: bool) -> RunConfig:
+    """The lab's workload: 5 epochs of the whole split at batch 256; quick: 1 epoch of 2,048 images."""
+    sizes = dict(epochs=1, subset=2048, test_subset=512) if quick else dict(epochs=5, subset=None, test_subset=None)
+    return RunConfig(device=device, data="synthetic", batch_size=256, warmup_steps=2 if quick else 5, **sizes)
+
+
+def training_seconds(result: RunResult, compiled: bool) -> float:
+    """The run's training time; for a compiled rung, less what its first step took beyond a steady step."""
+    if not compiled or result.first_step_s is None or not result.steady_images_per_s:
+        return result.total_time_s
+    return result.total_time_s - compile_seconds(result)
+
+
+def compile_seconds(result: RunResult) -> float:
+    steady_step = result.config.batch_size / result.steady_images_per_s
+    return max(result.first_step_s - steady_step, 0.0)
+
+
+def climb(device: str, quick: bool, repeats: int, out: Path | None) -> dict:
+    started = time.time()
+    base = base_config(device, quick)
+    configs, results = [], []
+    current = base
+    for rung in rungs_for(device):
+        current = replace(current, **rung.changes)
+        configs.append(None if rung.why_not else current)
+        results.append(RungResult(rung.name, None if rung.why_not else current.to_dict(), rung.why_not))
+    runs: dict[int, list[RunResult]] = {index: [] for index in range(len(configs))}
+    for _ in range(repeats):
+        for index, config in enumerate(configs):
+            if config is None:
+                continue
+            outcome = run_isolated(config)
+            if outcome.status == "ok":
+                runs[index].append(outcome.result)
+            else:
+                results[index].errors.append(outcome.error or outcome.status)
+            _write(out, _report(device, quick, repeats, results, runs, started))
+    # The largest batch on top of the last rung that ran, learning rate scaled with it, kept while it trains as well.
+    last = max(index for index, config in enumerate(configs) if config is not None and runs[index])
+    reference = runs[0][0].test_accuracy if runs[0] else None
+    kept = None
+    for batch in LARGER_BATCHES[:1] if quick else LARGER_BATCHES:
+        config = replace(configs[last], batch_size=batch, lr=configs[last].lr * batch / base.batch_size)
+        outcome = run_isolated(config)
+        if outcome.status != "ok":
+            refusal = f"batch {batch} did not run: {outcome.error or outcome.status}"
+            break
+        if reference is None or outcome.result.test_accuracy < reference - ACCURACY_TOLERANCE:
+            refusal = (f"batch {batch} trained to {outcome.result.test_accuracy:.1%}, more than a point below the "
+                       f"lab loop's {reference:.1%}" if reference is not None else "the lab's loop did not run")
+            break
+        kept, refusal = (config, outcome.result), None
+    if kept is None:
+        results.append(RungResult("largest batch at the lab's accuracy", None, refusal))
+    else:
+        config, result = kept
+        results.append(RungResult(f"largest batch at the lab's accuracy ({config.batch_size})", config.to_dict()))
+        configs.append(config)
+        runs[len(configs) - 1] = [result]
+    report = _report(device, quick, repeats, results, runs, started)
+    _write(out, report)
+    return report
+
+
+def _report(device: str, quick: bool, repeats: int, results: list[RungResult], runs: dict, started: float) -> dict:
+    lab = runs.get(0, [])
+    for index, rung in enumerate(results):
+        done = runs.get(index, [])
+        if not done:
+            continue
+        compiled = bool(done[0].config.compile_mode)
+        rung.seconds = [training_seconds(result, compiled) for result in done]
+        rung.images_per_s = sum(r.steady_images_per_s or 0 for r in done) / len(done)
+        rung.test_accuracy = sum(r.test_accuracy for r in done) / len(done)
+        rung.noisy_runs = sum(is_noisy(r.timing_quality) for r in done)
+        rung.compile_s = compile_seconds(done[0]) if compiled and done[0].steady_images_per_s else None
+        pairs = list(zip(lab, done))
+        if pairs:
+            # Each repeat's lab run against this rung's run of the same repeat, as compare --repeats pairs them.
+            baselines = [_timed(a, training_seconds(a, False)) for a, _ in pairs]
+            candidates = [_timed(b, training_seconds(b, compiled)) for _, b in pairs]
+            interval = speedup_interval(baselines, candidates)
+            rung.speedup_vs_lab = None if interval is None else {
+                "median": interval.median, "low": interval.low, "high": interval.high, "pairs": interval.pairs}
+    return {
+        "device": device, "device_name": _device_name(device), "torch": torch.__version__, "quick": quick,
+        "repeats": repeats, "seconds": time.time() - started,
+        "references": {"the lab's fp32 run (its GPU)": LAB_SECONDS, **AIRBENCH_SECONDS},
+        "rungs": [vars(rung) for rung in results],
+    }
+
+
+def _timed(result: RunResult, seconds: float) -> RunResult:
+    return replace(result, total_time_s=seconds)
+
+
+def _device_name(device: str) -> str:
+    if device == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    from trainer.environment import cpu_model
+
+    return cpu_model()
+
+
+def _write(out: Path | None, report: dict) -> None:
+    if out is None:
+        return
+    temporary = out.with_suffix(".tmp")
+    temporary.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    temporary.replace(out)
+
+
+def table(report: dict) -> str:
+    lines = [f"{'rung':44} {'images/s':>10} {'vs lab':>22} {'accuracy':>9} {'compile':>9}"]
+    for rung in report["rungs"]:
+        if rung["why_not"]:
+            lines.append(f"{rung['name']:44} not run: {rung['why_not']}")
+            continue
+        speed = rung["speedup_vs_lab"]
+        vs = "-" if speed is None else (f"{speed['median']:.2f}x" + (f" ({speed['low']:.2f}-{speed['high']:.2f})"
+                                                                    if speed["low"] is not None else ""))
+        images = "-" if rung["images_per_s"] is None else f"{rung['images_per_s']:,.0f}"
+        accuracy = "-" if rung["test_accuracy"] is None else f"{rung['test_accuracy']:.1%}"
+        compile_s = "" if rung["compile_s"] is None else f"{rung['compile_s']:.1f} s"
+        lines.append(f"{rung['name']:44} {images:>10} {vs:>22} {accuracy:>9} {compile_s:>9}"
+                     + (f"  noisy timing: {rung['noisy_runs']} run(s)" if rung["noisy_runs"] else "")
+                     + (f"  errors: {'; '.join(rung['errors'])}" if rung["errors"] else ""))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.ladder", description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--quick", action="store_true", help="1 epoch of 2,048 images, one larger batch")
+    parser.add_argument("--repeats", type=int, default=None, help="rounds over the rungs (default 2, 3 in full)")
+    parser.add_argument("--json", type=Path, default=None, help="write the ladder here (after every run)")
+    args = parser.parse_args(argv)
+    repeats = args.repeats or (2 if args.quick else 3)
+    if repeats < 1:
+        parser.error("--repeats must be at least 1")
+    report = climb(args.device, args.quick, repeats, args.json)
+    print(table(report))
+    return 0 if all(not rung["errors"] for rung in report["rungs"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""The ladder: each rung adds one change, runs in turn with the others once per repeat, and is set against the lab's
+loop of the same repeat; compiling is reported apart; a rung this device cannot run says why."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from bench import ladder
+from tests.ui_fixtures import make_result
+from trainer.config import RunConfig
+from trainer.errors import ConfigError, UnsupportedModeError
+from trainer.isolated import RunOutcome
+from trainer.loop import run_training
+
+
+def fake_runs(monkeypatch, seconds_for, accuracy_for=lambda config: 0.5):
+    """run_isolated replaced by runs whose time each rung's settings decide (the harness is what is tested)."""
+    calls = []
+
+    def run(config):
+        calls.append(config)
+        total = seconds_for(config)
+        result = make_result(config.precision, total, config=config.to_dict(), test_accuracy=accuracy_for(config),
+                             steady_images_per_s=2048 / total, first_step_s=5.0 if config.compile_mode else 0.1,
+                             timing_quality={"verdict": "noisy" if config.channels_last else "steady", "reasons": []})
+        return RunOutcome(config, "ok", result=result)
+
+    monkeypatch.setattr(ladder, "run_isolated", run)
+    return calls
+
+
+def test_each_rung_adds_one_change_and_is_timed_against_the_lab_loop_of_its_own_repeat(monkeypatch, tmp_path):
+    times = iter([10.0, 8.0, 4.0, 3.5, 3.0, 12.0, 8.0, 4.0, 3.5, 3.0, 2.0])  # two repeats of five rungs, one batch
+
+    calls = fake_runs(monkeypatch, lambda config: next(times))
+    report = ladder.climb("cpu", quick=True, repeats=2, out=tmp_path / "ladder.json")
+    assert [c.loader for c in calls[:2]] == ["dataloader", "resident"]
+    assert [c.precision for c in calls[:3]] == ["fp32-default", "fp32-default", "amp-bf16"]
+    assert calls[3].channels_last and calls[4].compile_mode == "default" and calls[4].channels_last
+    rungs = {rung["name"]: rung for rung in report["rungs"]}
+    assert rungs["CUDA graphs"]["why_not"].startswith("CUDA graphs record GPU kernel launches")
+    assert rungs["CUDA graphs"]["config"] is None
+    data = rungs["data held on the device"]["speedup_vs_lab"]
+    assert (data["median"], data["low"], data["high"]) == pytest.approx((10 / 8, 10 / 8, 12 / 8))
+    compiled = rungs["torch.compile"]
+    steady_step = 256 / (2048 / 3.0)
+    assert compiled["compile_s"] == pytest.approx(5.0 - steady_step)  # the first step beyond a steady one
+    assert compiled["seconds"][0] == pytest.approx(3.0 - compiled["compile_s"])
+    assert rungs["channels_last"]["noisy_runs"] == 2 and rungs["AMP (amp-bf16)"]["noisy_runs"] == 0
+    batch = rungs["largest batch at the lab's accuracy (512)"]
+    assert batch["config"]["batch_size"] == 512 and batch["config"]["lr"] == pytest.approx(0.02)
+    assert json.loads((tmp_path / "ladder.json").read_text())["rungs"][0]["name"] == "the lab's loop"
+    assert "not run: CUDA graphs record" in ladder.table(report)
+
+
+def test_a_larger_batch_that_trains_worse_is_not_a_rung(monkeypatch):
+    fake_runs(monkeypatch, lambda config: 4.0, accuracy_for=lambda config: 0.3 if config.batch_size > 256 else 0.5)
+    report = ladder.climb("cpu", quick=True, repeats=1, out=None)
+    (batch,) = [rung for rung in report["rungs"] if rung["name"].startswith("largest batch")]
+    assert batch["why_not"] == "batch 512 trained to 30.0%, more than a point below the lab loop's 50.0%"
+    assert report["references"]["airbench94 (94%)"] == 3.29 and report["references"][
+        "the lab's fp32 run (its GPU)"] == 75.0
+
+
+def test_on_a_gpu_the_lab_keeps_fp16_and_cuda_graphs_are_a_rung():
+    rungs = ladder.rungs_for("cuda")
+    assert rungs[2].changes == {"precision": "amp-fp16"} and rungs[-1].why_not is None
+
+
+@pytest.mark.slow
+def test_the_trainer_compiles_on_request_and_refuses_cuda_graphs_without_a_gpu():
+    tiny = dict(data="synthetic", device="cpu", loader="resident", num_workers=0, epochs=1, batch_size=16,
+                subset=32, test_subset=16, warmup_steps=1)
+    result = run_training(RunConfig(**tiny))
+    assert result.first_step_s is not None and 0 < result.first_step_s < result.total_time_s
+    with pytest.raises(UnsupportedModeError, match="reduce-overhead records CUDA graphs: it needs a CUDA GPU"):
+        run_training(RunConfig(compile_mode="reduce-overhead", **tiny))
+    with pytest.raises(ConfigError, match="compile_mode"):
+        replace(RunConfig(), compile_mode="max").validate()
