@@ -1,4 +1,5 @@
-"""AMP Lab: navigation only (and who the learner is, in the sidebar of every page). Every page lives in pages/."""
+"""AMP Lab: navigation only (and who the learner is and their job, in the sidebar of every page). Every page lives
+in pages/."""
 
 import streamlit as st
 
@@ -9,15 +10,17 @@ sidebar.learner_panel()  # first, so that sign-in (when configured) comes before
 
 pages = {
     # The walkthrough's order: the lab's two scripts, what autocast does to each layer, the formats behind
-    # it, loss scaling, where the memory goes (which the lab's second claim needs before it is measured); then
-    # run it, read the results, and ask why the speedup is what it is.
+    # it, fp16's underflow and the scaler that prevents it, where the memory goes (which the lab's second claim
+    # needs before it is measured); then run it, read the results, and ask why the speedup is what it is. The
+    # Overview names the core path through them (Overview, Adding AMP, Run, Results, When AMP pays off).
     "Learn": [
         st.Page("pages/overview.py", title="Overview", default=True),
         st.Page("pages/fp32_baseline.py", title="The fp32 baseline", url_path="baseline"),
         st.Page("pages/adding_amp.py", title="Adding AMP", url_path="adding-amp"),
         st.Page("pages/autocast_layers.py", title="Autocast layer by layer", url_path="autocast"),
         st.Page("pages/number_formats.py", title="Number formats", url_path="number-formats"),
-        st.Page("pages/loss_scaling.py", title="Underflow and loss scaling", url_path="loss-scaling"),
+        st.Page("pages/underflow.py", title="Underflow in fp16", url_path="underflow"),
+        st.Page("pages/loss_scaling.py", title="The scaler at work", url_path="loss-scaling"),
         st.Page("pages/memory.py", title="Where the memory goes", url_path="memory"),
     ],
     "Experiment": [
@@ -39,4 +42,5 @@ if identity.is_instructor():  # the console is in the navigation only for the in
 navigation = st.navigation(pages)
 if st.session_state.pop(sidebar.OPEN_CONSOLE_KEY, False) and "Instructor" in pages:
     st.switch_page(pages["Instructor"][0])  # a sign-in lands on the console
+sidebar.your_jobs()  # after st.navigation: its links name pages
 navigation.run()

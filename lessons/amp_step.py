@@ -48,6 +48,7 @@ PAGE_PARTS = {
     "adding_amp": ("cast", "matmuls", "scale", "unscale", "update"),
     "autocast_layers": ("cast", "matmuls", "loss", "backward"),
     "number_formats": ("matmuls", "backward", "grads"),
+    "underflow": ("matmuls", "scale", "backward"),
     "loss_scaling": ("scale", "unscale", "step", "update"),
     "memory": ("master", "cast", "matmuls", "grads"),
     "safeguards": ("master", "scale", "unscale"),

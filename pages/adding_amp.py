@@ -47,60 +47,78 @@ lists = cpu_lists()
 cuda_rules = rules_on("cuda")
 cuda_fp32 = [op for op in lists[FOLLOWS] if cuda_rules[op]]
 st.markdown(
-    f"""
+    """
 Inside `with torch.autocast(device_type, dtype=...)`, PyTorch looks each operation up in a list, and **the lists
-differ per device** (PyTorch AMP docs, "Autocast Op Reference"):
+differ per device** (PyTorch AMP docs, "Autocast Op Reference"). Convolutions, linear layers and matrix
+multiplications run in the low precision (fp16 or bf16) on every device. On a CUDA GPU a long list (softmax, log,
+exp, sums, the norms, the losses) runs in fp32; on a CPU a short one. Everything else follows its input.
 
+Autocast changes the operations, not the model: the weights stay fp32 (autocast makes 16-bit copies of them for
+each product), and the optimizer updates the fp32 weights outside the autocast block. Only the forward pass and
+the loss go inside; `backward()` runs outside, and each operation's backward uses the precision its forward used.
+"""
+)
+with st.expander("Deeper: the three lists, CPU beside CUDA, measured with this server's torch"):
+    st.markdown(
+        f"""
 - **Runs in the low precision (fp16 or bf16), on every device:** convolutions, linear layers, matrix
   multiplications. These are what Tensor Cores on NVIDIA GPUs (and AMX units on recent Intel CPUs) speed up.
   They tolerate 16 bits because the hardware takes 16-bit *inputs* but adds up the products in an fp32
   accumulator; it is long sums *stored* in 16 bits that lose digits (Micikevicius et al. 2018, section 3.3).
 - **Runs in fp32:** on a CUDA GPU, a long list: softmax, log, exp, sums, layer and group norm, the losses and
   more. PyTorch's 16-bit reductions already accumulate in fp32 inside; the list keeps their *results* in fp32,
-  whose range a sum of many values can need (fp16 overflows at 65520). On a CPU, a short one: measured with this server's torch, CPU autocast sends only {code_list(lists[FP32])}
-  of the probed ops to fp32.
+  whose range a sum of many values can need (fp16 overflows at 65520). On a CPU, a short one: measured with this
+  server's torch, CPU autocast sends only {code_list(lists[FP32])} of the probed ops to fp32.
 - **Follows its input:** everything on neither list runs in whatever dtype it is given. On a CPU that includes
   {code_list(lists[FOLLOWS])}: after a bf16 layer they run in bf16. CUDA's autocast has its own rule for
   {code_list(cuda_fp32)} among these (read from this torch's dispatcher), and the docs put them on its fp32 list.
 
-Autocast changes the operations, not the model: the weights stay fp32 (autocast makes 16-bit copies of them for
-each product), and the optimizer updates the fp32 weights outside the autocast block. Only the forward pass and
-the loss go inside; `backward()` runs outside, and each operation's backward uses the precision its forward used.
 The next page, *Autocast layer by layer*, shows the dtype of every layer of this model and the full measured lists.
 """
-)
+    )
 
 st.subheader("GradScaler: keeping small gradients alive in fp16")
 st.markdown(
     """
-fp16 has only 5 exponent bits: its smallest number is 2⁻²⁴, about 6 x 10⁻⁸, and below 2⁻¹⁴ (about 6 x 10⁻⁵) it
-already loses digits (subnormal numbers). A gradient at or below half of 2⁻²⁴ **underflows**: it becomes exactly
-zero, and teaches its weight nothing. How many do depends on the model: for this lab's CNN the *Underflow and loss
-scaling* page measures few that vanish and many that survive only with fewer bits.
-
-Loss scaling fixes this with arithmetic: multiply the loss by a large factor *S* (65,536 to start) before
-`backward()`. By the chain rule every gradient is multiplied by *S* too, which lifts the small ones into fp16's
-range. Before the weights change, the gradients are divided by *S* again, in fp32. `GradScaler` does all of it:
+fp16 has only 5 exponent bits: its smallest number is 2⁻²⁴ (about 6 x 10⁻⁸), and a gradient at or below half of
+that **underflows**: it becomes exactly zero and teaches its weight nothing. Loss scaling multiplies the loss by a
+large factor *S* (65,536 to start) before `backward()`; by the chain rule every gradient is multiplied by *S* too,
+which lifts the small ones into fp16's range. `GradScaler` does it in three calls:
 
 - `scaler.scale(loss).backward()`: backward on the scaled loss;
-- `scaler.step(optimizer)`: unscale the gradients; if any is inf or NaN (the scale was too big), **skip** this
-  step instead of corrupting the weights;
-- `scaler.update()`: after a skipped step multiply the scale by the backoff factor (0.5 by default, so it
-  halves), and after 2,000 good steps in a row by the growth factor (2 by default, so it doubles).
+- `scaler.step(optimizer)`: divide the gradients by *S*, in fp32; if any is inf or NaN (the scale was too big),
+  **skip** this step instead of corrupting the weights;
+- `scaler.update()`: halve *S* after a skipped step, double it after 2,000 good steps in a row.
 """
 )
+with st.expander("Deeper: subnormals, and the scaler's factors"):
+    st.markdown(
+        """
+Below 2⁻¹⁴ (about 6 x 10⁻⁵) fp16 already loses digits: such numbers are subnormal, with fewer significant bits.
+How many gradients vanish or lose bits depends on the model: for this lab's CNN the *Underflow in fp16* page
+measures few that vanish and many that survive only with fewer bits. `scaler.update()` multiplies the scale by
+the backoff factor (0.5 by default, so it halves) after a skipped step, and by the growth factor (2 by default, so
+it doubles) after 2,000 good steps in a row; *The scaler at work* shows it in real runs.
+"""
+    )
 
 st.subheader("Why bf16 needs no scaler")
 st.markdown(
     """
 bf16 keeps fp32's 8 exponent bits and gives up mantissa bits instead. It covers the same range as fp32 (down to
 about 10⁻³⁸), so gradients do not underflow and no loss scaling is needed: with `dtype=torch.bfloat16`, leave the
-scaler out (or create it with `enabled=False`, which turns its three calls into plain `backward()`, `step()`
-and nothing). The price is precision: 8 significant bits (2 to 3 decimal digits) against fp16's 11 bits (3
-to 4 digits), which training tolerates well. bf16 is fast where the hardware has it: NVIDIA GPUs from Ampere on,
-and CPUs with AVX-512 bf16 or AMX.
+scaler out, or create it with `enabled=False`. The price is precision: 8 significant bits (2 to 3 decimal digits)
+against fp16's 11 bits (3 to 4 digits), which training tolerates well.
 """
 )
+with st.expander("Deeper: a disabled scaler, and where bf16 is fast"):
+    st.markdown(
+        """
+A GradScaler created with `enabled=False` turns its three calls into plain `backward()`, `step()` and nothing, so
+one training loop serves fp32, bf16 and fp16. bf16 is fast where the hardware has it: NVIDIA GPUs from Ampere on,
+and CPUs with AVX-512 bf16 or AMX.
+"""
+    )
 
 st.subheader("The changes, line by line")
 removed, added = changed_lines()
@@ -127,25 +145,25 @@ with side_by_side:
         st.caption(f"lab/{AMP_SCRIPT}")
         st.code(read_script(AMP_SCRIPT), language="python", line_numbers=True)
 
-st.subheader("Old spelling, new spelling")
-st.markdown(
-    """
+with st.expander("Deeper: old spelling, new spelling"):
+    st.markdown(
+        """
 The lab was written with the CUDA-only names `torch.cuda.amp.autocast()` and `torch.cuda.amp.GradScaler()`.
 They still work, but they are deprecated: today you name the device as an argument, and the same code then
 runs on a CPU too. (`torch.autocast` and `torch.amp.autocast` are two names for the same thing.)
 """
-)
-old, new = st.columns(2)
-with old:
-    st.caption("Deprecated (the lab's spelling)")
-    st.code(DEPRECATED_SPELLING, language="python")
-with new:
-    st.caption("Current (this project's scripts)")
-    st.code(CURRENT_SPELLING, language="python")
-st.markdown("This is what the old spelling prints with this server's PyTorch (captured live, once):")
-warnings = old_spelling_warnings()
-if warnings:
-    st.code("\n".join(warnings), language="text")
-else:
-    st.caption("This PyTorch printed no FutureWarning for the old spelling.")
+    )
+    old, new = st.columns(2)
+    with old:
+        st.caption("Deprecated (the lab's spelling)")
+        st.code(DEPRECATED_SPELLING, language="python")
+    with new:
+        st.caption("Current (this project's scripts)")
+        st.code(CURRENT_SPELLING, language="python")
+    st.markdown("This is what the old spelling prints with this server's PyTorch (captured live, once):")
+    warnings = old_spelling_warnings()
+    if warnings:
+        st.code("\n".join(warnings), language="text")
+    else:
+        st.caption("This PyTorch printed no FutureWarning for the old spelling.")
 next_link("pages/autocast_layers.py", "autocast, layer by layer")

@@ -38,22 +38,28 @@ st.title("Autocast, layer by layer")
 amp_step_picture("autocast_layers")
 st.markdown(
     """
-What does `torch.autocast` actually change? Below, the lab's model runs one forward and one backward pass on a
-small batch in each mode, and hooks on every layer read the dtype of what goes in, what is stored, what comes out,
-and the gradients of the backward pass.
+What does `torch.autocast` change? Below, the lab's model runs one forward and one backward pass on a small batch
+in each mode, and hooks on every layer read the dtypes going in, stored, coming out and flowing back.
 
-- **fp32**: everything is float32.
-- **AMP (autocast)**: the *stored* weights stay float32, the **master copy** that the optimizer updates.
-  Inside the `autocast` block, each convolution and linear layer casts its input and a copy of its weight to the
-  low precision and computes there, so their outputs are fp16 or bf16; ReLU and max-pooling simply keep the dtype
-  they are given. The loss (`cross_entropy`) runs in fp32 under autocast on both CPU and GPU, so it comes out
-  float32 even though the logits are half precision (the measured lists are below the per-mode tables). In the backward pass each op's gradient follows the dtype of
-  its forward, and the gradient that reaches a weight is cast back to float32 to match the master copy.
-- **Pure half weights** (`model.half()`, or `.to(torch.bfloat16)`): *not* AMP. Every weight, activation,
-  gradient and even the loss is 16-bit, and there is no fp32 master copy. Small updates (learning rate x
-  gradient) are lost when added to a 16-bit weight, which is why plain half-precision training needs extra care.
+- **AMP (autocast)**: the *stored* weights stay float32, the **master copy** that the optimizer updates. Each
+  convolution and linear layer computes on 16-bit copies, so its output is fp16 or bf16; ReLU and max-pooling keep
+  the dtype they are given; the loss comes out float32. Each op's backward follows the dtype of its forward, and
+  the gradient that reaches a weight is cast back to float32.
+- **Pure half weights** (`model.half()`, or `.to(torch.bfloat16)`): *not* AMP. Everything is 16-bit, with no fp32
+  master copy, so small updates (learning rate x gradient) are lost when added to a 16-bit weight.
 """
 )
+with st.expander("Deeper: the other modes, and why the loss is float32"):
+    st.markdown(
+        """
+- **fp32**: everything is float32.
+- **AMP (autocast)**: inside the `autocast` block, each convolution and linear layer casts its input and a copy of
+  its weight to the low precision and computes there. The loss (`cross_entropy`) runs in fp32 under autocast on
+  both CPU and GPU, so it comes out float32 even though the logits are half precision (the measured op lists are
+  below).
+- **Pure half weights**: even the loss is 16-bit, which is why plain half-precision training needs extra care.
+"""
+    )
 
 devices = ["cpu"]
 if server_bundle.job_manager().device_type == "cuda":
@@ -85,46 +91,46 @@ if revealed:
     grid_rows = [{"mode": t["mode"], **row} for t in traces for row in t["layers"]]
     st.altair_chart(dtype_grid_chart(grid_rows), width="stretch")
 
-    st.subheader("Every mode, in detail")
-    for trace in traces:
-        st.markdown(f"**{trace['mode']}**: {MODE_DESCRIPTIONS[trace['mode']]}")
-        st.dataframe(
-            [{COLUMN_NAMES[key]: value for key, value in row.items()} for row in trace["layers"]],
-            hide_index=True,
-        )
-        st.caption(f"logits: {trace['logits_dtype']} · loss: {trace['loss_dtype']}")
+    with st.expander("Deeper: every mode, layer by layer"):
+        for trace in traces:
+            st.markdown(f"**{trace['mode']}**: {MODE_DESCRIPTIONS[trace['mode']]}")
+            st.dataframe(
+                [{COLUMN_NAMES[key]: value for key, value in row.items()} for row in trace["layers"]],
+                hide_index=True,
+            )
+            st.caption(f"logits: {trace['logits_dtype']} · loss: {trace['loss_dtype']}")
 
-st.subheader("Autocast's op lists, measured")
-try:
-    policies = op_lists_for(device)
-except TrainerError as err:
-    st.error(str(err))
-else:
-    cuda_rules = rules_on("cuda")
-    low = policies[0]["autocast_dtype"]
-    st.markdown(
-        f"""
+with st.expander("Deeper: autocast's op lists, measured"):
+    try:
+        policies = op_lists_for(device)
+    except TrainerError as err:
+        st.error(str(err))
+    else:
+        cuda_rules = rules_on("cuda")
+        low = policies[0]["autocast_dtype"]
+        st.markdown(
+            f"""
 Which list is an op on? Each op below ran under `torch.autocast("{device}", dtype=torch.{low})` twice: once on
 fp32 inputs, once on {low} inputs. An op whose fp32 inputs come out {low} is on the **low precision** list; one
 whose {low} inputs come out float32 is on the **fp32** list; one that returns what it was given **follows its
 input**. These lists belong to the device and the torch version: this is {device} with this server's PyTorch
 (PyTorch AMP docs, "Autocast Op Reference", has both lists)."""
-    )
-    rows = []
-    for p in sorted(policies, key=lambda p: CATEGORIES.index(p["category"])):
-        row = {"op": p["op"], "kind": p["kind"], f"on {device}": p["category"],
-               "from fp32 inputs": p["from_fp32"], f"from {low} inputs": p["from_low"]}
-        if device == "cpu":
-            row["CUDA has an autocast rule"] = "yes" if cuda_rules[p["op"]] else "no"
-        rows.append(row)
-    st.dataframe(rows, hide_index=True)
-    if device == "cpu":
-        st.caption(
-            "The last column is read from this torch's dispatcher, which needs no GPU. On CUDA such a rule casts "
-            "the matrix products to fp16 and most other ops (softmax, exp, log, sum, the norms, the losses) to "
-            "fp32: on a CPU those ops run in bf16 once their input is bf16. cross_entropy has no CUDA rule of its "
-            "own, yet comes out fp32 there, because it is built from log_softmax and nll_loss, which do."
         )
+        rows = []
+        for p in sorted(policies, key=lambda p: CATEGORIES.index(p["category"])):
+            row = {"op": p["op"], "kind": p["kind"], f"on {device}": p["category"],
+                   "from fp32 inputs": p["from_fp32"], f"from {low} inputs": p["from_low"]}
+            if device == "cpu":
+                row["CUDA has an autocast rule"] = "yes" if cuda_rules[p["op"]] else "no"
+            rows.append(row)
+        st.dataframe(rows, hide_index=True)
+        if device == "cpu":
+            st.caption(
+                "The last column is read from this torch's dispatcher, which needs no GPU. On CUDA such a rule casts "
+                "the matrix products to fp16 and most other ops (softmax, exp, log, sum, the norms, the losses) to "
+                "fp32: on a CPU those ops run in bf16 once their input is bf16. cross_entropy has no CUDA rule of its "
+                "own, yet comes out fp32 there, because it is built from log_softmax and nll_loss, which do."
+            )
 
 amp_traces = [t for t in traces if t["mode"].startswith("amp-")]
 if amp_traces:

@@ -34,24 +34,35 @@ Everything later on this site is compared against it.
 
 st.subheader("The model")
 st.markdown(
-    f"""
-`SimpleCNN` has two feature blocks and a classifier, {count_parameters(SimpleCNN(1)):,} parameters in all:
-
-| Layer | Shape in → out | What it does |
-|---|---|---|
-| Conv 3x3, 3 → 32 channels, ReLU, max-pool 2 | 3x32x32 → 32x16x16 | finds edges and colour patches |
-| Conv 3x3, 32 → 64 channels, ReLU, max-pool 2 | 32x16x16 → 64x8x8 | combines them into larger shapes |
-| Flatten, Linear 4096 → 512, ReLU | 4096 → 512 | mixes every feature |
-| Linear 512 → 10 | 512 → 10 | one score per class |
-
-The convolutions and the two linear layers are matrix products: they hold almost all of the arithmetic, and
-they are exactly what AMP will move to 16-bit numbers.
-"""
+    f"`SimpleCNN` has two feature blocks and a classifier, {count_parameters(SimpleCNN(1)):,} parameters in all. "
+    "The convolutions and the two linear layers are matrix products: they hold almost all of the arithmetic, and "
+    "they are exactly what AMP will move to 16-bit numbers."
+)
+st.table(
+    [
+        {"Layer": "Conv 3x3, 3 → 32 channels, ReLU, max-pool 2", "Shape in → out": "3x32x32 → 32x16x16",
+         "What it does": "finds edges and colour patches"},
+        {"Layer": "Conv 3x3, 32 → 64 channels, ReLU, max-pool 2", "Shape in → out": "32x16x16 → 64x8x8",
+         "What it does": "combines them into larger shapes"},
+        {"Layer": "Flatten, Linear 4096 → 512, ReLU", "Shape in → out": "4096 → 512",
+         "What it does": "mixes every feature"},
+        {"Layer": "Linear 512 → 10", "Shape in → out": "512 → 10", "What it does": "one score per class"},
+    ],
+    hide_index=True,
 )
 
-st.subheader("The data pipeline")
+st.subheader("The data and the training loop")
 st.markdown(
     """
+Five epochs of stochastic gradient descent (learning rate 0.01, momentum 0.9) on the cross-entropy loss, in
+batches of 256. Each step clears the old gradients, runs the forward pass and the loss, runs `loss.backward()` to
+fill every parameter's `.grad`, and updates the weights with `optimizer.step()`. A `DataLoader` prepares the
+batches on the CPU: with a fast GPU and a model this small, it can become the slowest part of the run.
+"""
+)
+with st.expander("Deeper: the data pipeline, and timing GPU work"):
+    st.markdown(
+        """
 - `torchvision.datasets.CIFAR10` reads the images (and downloads them into `./data` the first time).
 - Each image goes through `ToTensor()` (bytes 0..255 become floats 0..1, channels first) and
   `Normalize((0.5, 0.5, 0.5), (0.5, 0.5, 0.5))` (so every pixel lies between -1 and 1).
@@ -59,28 +70,14 @@ st.markdown(
   processes while the model trains.
 
 CIFAR-10's images are stored as raw pixels, so nothing is decoded: every image still becomes a PIL image, then a
-tensor (`ToTensor`), then a normalised one (`Normalize`), on the CPU, every epoch. With a fast GPU and a model this
-small, that pipeline can become the slowest part of the run: keep it in mind when the AMP speedup looks small.
-"""
-)
+tensor (`ToTensor`), then a normalised one (`Normalize`), on the CPU, every epoch.
 
-st.subheader("The training loop")
-st.markdown(
-    """
-Five epochs of stochastic gradient descent (learning rate 0.01, momentum 0.9) on the cross-entropy loss.
-Each step:
-
-1. clears the old gradients (`optimizer.zero_grad()`),
-2. runs the forward pass and computes the loss,
-3. runs the backward pass (`loss.backward()`), which fills every parameter's `.grad`,
-4. updates the weights (`optimizer.step()`).
-
-Every 100 batches it prints the mean loss, and at the end the total training time. GPU work runs
+Every 100 batches the script prints the mean loss, and at the end the total training time. GPU work runs
 asynchronously, so a clock read too early stops before the GPU has finished; the script's `loss.item()` on every
 step already waits for the GPU (it copies the loss to the CPU), so its clock is right, and that wait itself costs
 time on every step; it also calls `torch.cuda.synchronize()` before the last reading.
 """
-)
+    )
 
 st.subheader("How fast is the baseline here?")
 device_type = server_bundle.job_manager().device_type
@@ -101,9 +98,18 @@ if predict_then_check(
         f"{reference.note}"
     )
 
-st.subheader("Is fp32 really fp32? TF32 on newer GPUs")
+st.subheader("Is fp32 really fp32?")
 st.markdown(
     """
+On NVIDIA GPUs from Ampere on, PyTorch lets cuDNN run fp32 convolutions in **TF32** (products of 10-bit
+mantissas, summed in fp32) by default, so the lab's "fp32" convolutions run in TF32 there. This app's **fp32**
+mode turns TF32 off; its **fp32-default** mode runs as the lab's baseline does. On a CPU, and on older GPUs, the
+two are the same.
+"""
+)
+with st.expander("Deeper: TF32, the two fp32 modes, and this server's switches"):
+    st.markdown(
+        """
 On NVIDIA GPUs from Ampere on, Tensor Cores can run an fp32 convolution or matmul in **TF32**: the tensors stay
 fp32, but each product uses only 10 mantissa bits (fp16's precision with fp32's range), accumulated in fp32.
 PyTorch allows it for cuDNN convolutions by default and, since version 1.12, not for matmuls (PyTorch docs, CUDA
@@ -121,25 +127,25 @@ Every run records the switches it ran with, so a result says which fp32 it used.
 Ampere, there is no TF32 and the two fp32 modes are the same arithmetic, so the Run page does not offer
 fp32-default there. Read from this server's PyTorch, in a fresh process:
 """
-)
-try:
-    tf32 = tf32_states()
-except TrainerError as err:
-    st.error(str(err))
-else:
-    st.dataframe(
-        [
-            {"setting": s["setting"], "GPU convolutions": s["cuda_conv"], "GPU matmuls": s["cuda_matmul"],
-             "CPU (oneDNN) convolutions and matmuls": f"{s['cpu_conv']} / {s['cpu_matmul']}"}
-            for s in tf32
-        ],
-        hide_index=True,
     )
-    st.caption(
-        f"ieee = true fp32, tf32 = 10-bit products. This PyTorch spells the switches `{tf32[0]['api']}` "
-        "(`torch.backends.cudnn.conv.fp32_precision` and `torch.backends.cuda.matmul.fp32_precision` in recent "
-        "versions, `allow_tf32` in older ones)."
-    )
+    try:
+        tf32 = tf32_states()
+    except TrainerError as err:
+        st.error(str(err))
+    else:
+        st.dataframe(
+            [
+                {"setting": s["setting"], "GPU convolutions": s["cuda_conv"], "GPU matmuls": s["cuda_matmul"],
+                 "CPU (oneDNN) convolutions and matmuls": f"{s['cpu_conv']} / {s['cpu_matmul']}"}
+                for s in tf32
+            ],
+            hide_index=True,
+        )
+        st.caption(
+            f"ieee = true fp32, tf32 = 10-bit products. This PyTorch spells the switches `{tf32[0]['api']}` "
+            "(`torch.backends.cudnn.conv.fp32_precision` and `torch.backends.cuda.matmul.fp32_precision` in recent "
+            "versions, `allow_tf32` in older ones)."
+        )
 
 st.subheader(f"The script: lab/{BASELINE_SCRIPT}")
 st.caption(

@@ -1,4 +1,5 @@
-"""Underflow and loss scaling: the lab model's real gradients against fp16's range, and GradScaler's dynamics."""
+"""The scaler at work: GradScaler's dynamic loss scale in real amp-fp16 runs, an ablation that makes it work, and a
+simulator of its rules."""
 
 from itertools import pairwise
 
@@ -7,35 +8,26 @@ import streamlit as st
 
 from lessons.capture import capture_values, default_source
 from lessons.scaler_sim import ScalerSettings, classify_skips, parse_steps, simulate_gradients
-from lessons.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
+from lessons.underflow import MAX_SCALE_EXPONENT
 from server.offer import ABLATION_GROWTH_INTERVAL, ABLATION_INIT_EXPONENT
 from trainer.errors import TrainerError
 from ui import jobs, server_bundle
-from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart, scale_trace_chart, scale_traces_chart
+from ui.learn_charts import scale_trace_chart, scale_traces_chart
 from ui.predict import predict_then_check
 from ui.widgets import amp_step_picture, next_link, when
 
-GRADIENT_KINDS = {
-    "weight gradients": "gradients",
-    "activation gradients": "activation gradients",
-}
+# Session-state keys of the two jobs this page follows (their names predate the page's split from Underflow).
 TINY_RUN_KEY = "loss_scaling_tiny_job"
 ABLATION_KEY = "loss_scaling_ablation_job"
+FP16_OVERFLOW = 65520  # the smallest magnitude that rounds to inf in fp16
 
 
-@st.cache_data(show_spinner="Training the lab model for a few steps to read its gradients...", max_entries=4)
-def gradient_views(source: str, data_root: str) -> dict:
-    """Per kind of gradient: its log2 histogram, what every scale 2^0..2^24 does to it, and its largest |value|."""
+@st.cache_data(show_spinner="Training the lab model for a few steps to read its largest gradients...", max_entries=4)
+def largest_gradients(source: str, data_root: str) -> dict[str, float]:
+    """The largest |value| of the lab model's weight and activation gradients after a few fp32 steps."""
     capture = capture_values(source=source, data_root=data_root)
-    views = {}
-    for label, kind in GRADIENT_KINDS.items():
-        values = capture.all_values(kind)
-        views[label] = {
-            "bins": log2_histogram(values),
-            "sweep": scale_sweep(values),
-            "largest": float(np.abs(values).max()),
-        }
-    return views
+    return {label: float(np.abs(capture.all_values(kind)).max())
+            for label, kind in (("weight", "gradients"), ("activation", "activation gradients"))}
 
 
 def scale_label(exponent: int) -> str:
@@ -64,70 +56,20 @@ def scaler_name(config) -> str:
     return f"start {config.loss_scale_init:,.0f}, grows after {config.loss_scale_growth_interval}"
 
 
-st.title("Underflow and loss scaling")
+st.title("The scaler at work")
 amp_step_picture("loss_scaling")
 st.markdown(
     """
-Gradients are often tiny: each is a sum of many small contributions, divided by the batch size. fp16's smallest
-normal number is 2^-14 (about 6e-5) and its smallest subnormal 2^-24 (about 6e-8); anything at or below half of
-that rounds to **zero**. A gradient that becomes zero teaches the model nothing. **Loss scaling** multiplies the loss by
-a factor S before the backward pass; by the chain rule every gradient is multiplied by S too, which lifts the small
-ones into fp16's range. Before the optimizer step the gradients are divided by S again (in fp32). Too large an S,
-though, pushes the big gradients to 65520 or more, which rounds to **inf** (fp16's largest number is 65504, and
-65519 still rounds down to it).
+PyTorch's `torch.amp.GradScaler` picks the loss scale S for you, step by step. It starts high (65536 = 2^16 by
+default) on purpose: a scale too high shows at once, as inf or NaN in the gradients, while one too low fails
+silently. When a step's gradients hold an inf or NaN, the scaler **skips that optimizer step** (the weights do not
+change) and halves S (its backoff factor, 0.5). After 2000 steps in a row without one, it doubles S (its growth
+factor, 2) to probe upward again. A few skipped steps at the start are the scaler searching down for a scale where
+the gradients fit; out of thousands, they cost almost nothing.
 """
-)
-
-settings = server_bundle.settings()
-source = default_source(settings.data_root)
-try:
-    views = gradient_views(source, settings.data_root)
-except TrainerError as err:
-    st.error(f"Could not read the lab model's gradients: {err}")
-    st.stop()
-
-st.subheader("The lab model's gradients against fp16")
-which = st.radio("Gradients", list(GRADIENT_KINDS), horizontal=True,
-                 help="Weight gradients are what the optimizer uses; activation gradients flow between layers "
-                      "during the backward pass, and under AMP they are computed in fp16.")
-exponent = st.select_slider("Loss scale S", options=list(range(MAX_SCALE_EXPONENT + 1)), value=0,
-                            format_func=scale_label)
-view = views[which]
-outcome = view["sweep"][exponent]
-first, second, third = st.columns(3)
-first.metric("become zero in fp16", f"{outcome.underflow_fraction:.3%}", help=f"{outcome.underflow:,} values")
-second.metric("only subnormal (fewer bits)", f"{outcome.subnormal_fraction:.2%}", help=f"{outcome.subnormal:,} values")
-third.metric("overflow to inf", f"{outcome.overflow_fraction:.3%}", help=f"{outcome.overflow:,} values")
-st.altair_chart(gradient_histogram_chart(view["bins"], exponent), width="stretch")
-st.altair_chart(scale_sweep_chart(view["sweep"], exponent), width="stretch")
-safe = safe_scale_exponents(view["sweep"])
-if safe:
-    st.markdown(
-        f"Of the {outcome.nonzero:,} nonzero {which} from {source} data, the fewest are lost to underflow without "
-        f"any overflowing at scales from {scale_label(safe[0])} to {scale_label(safe[-1])}. Multiplying by a power "
-        "of two only changes the exponent, so scaling and unscaling add no rounding error of their own."
-    )
-else:
-    st.markdown("Every scale up to 2^24 overflows some of these gradients: the scaler would keep backing off.")
-peaks = {label: view["largest"] for label, view in views.items()}
-first_to_overflow = max(peaks, key=peaks.get)
-st.caption(
-    f"In this capture the largest activation gradient is {peaks['activation gradients']:.3g} and the largest "
-    f"weight gradient {peaks['weight gradients']:.3g}, so as S grows the {first_to_overflow} overflow first."
 )
 
 st.subheader("GradScaler in a real amp-fp16 run")
-st.markdown(
-    """
-PyTorch's `torch.amp.GradScaler` picks S for you, step by step. It starts high (65536 = 2^16 by default) on
-purpose: a scale that is too high shows itself at once, as inf or NaN in the gradients, while one that is too low
-fails silently. When a step's gradients hold an inf or NaN, the scaler **skips that optimizer step** (the weights
-do not change) and multiplies S by its backoff factor (0.5: it halves). After 2000 steps in a row without one, it
-multiplies S by its growth factor (2: it doubles) to probe upward again. So if the
-first steps of a run are skipped, the scaler is searching down from its deliberately high start for a scale where
-the gradients fit; a handful of skipped steps out of thousands costs almost nothing.
-"""
-)
 runs = amp_fp16_runs()
 if runs:
     labels = [label for label, _ in runs]
@@ -145,7 +87,7 @@ if runs:
         interval = result.config.loss_scale_growth_interval
         st.markdown(
             f"No step of these {result.total_steps} was skipped: this model's largest gradient times the scale "
-            f"stayed below 65520, and the scale grows only after {interval} good steps in a row"
+            f"stayed below {FP16_OVERFLOW}, and the scale grows only after {interval} good steps in a row"
             + (", more than this run took, so the line is flat." if result.total_steps < interval else ".")
             + " The ablation below makes the scaler work."
         )
@@ -158,21 +100,34 @@ else:
         if tiny is not None and tiny.status != "done":
             st.error(f"The tiny run did not finish: {tiny.error}")
         jobs.forget(TINY_RUN_KEY)  # offer the button (again)
-        device = server_bundle.job_manager().device_type
-        if device == "cpu":
+        if server_bundle.job_manager().device_type == "cpu":
             st.caption("fp16 on this CPU is tens of times slower than fp32, so the tiny run uses 1,024 synthetic "
                        "images at batch 32: expect a minute or two.")
         if jobs.queue_button("Run a tiny amp-fp16 run", server_bundle.offer().tiny_fp16_run(), TINY_RUN_KEY):
             st.rerun()
 
-st.subheader("The scaler at work: an ablation")
+st.subheader("An ablation: make the scaler work")
+settings = server_bundle.settings()
+source = default_source(settings.data_root)
+try:
+    largest = largest_gradients(source, settings.data_root)
+except TrainerError as err:
+    st.error(f"Could not read the lab model's gradients: {err}")
+    largest = None
+if largest is not None:
+    peak = max(largest.values())
+    fits = peak * 2**16 < FP16_OVERFLOW
+    st.markdown(
+        f"In a capture of a few fp32 steps on {source} data, this model's largest gradient is {peak:.3g}; times "
+        f"65,536 that is {peak * 2**16:,.0f}, "
+        + ("below 65520: at the default 2^16 none of them overflows, so the scaler has no reason to back off."
+           if fits else "65520 or more: at the default 2^16 it overflows, so the scaler backs off in its first steps.")
+    )
 st.markdown(
     f"""
-Why is the default line flat for this model? Its largest gradient, times 65536, stays below 65520 (the captured
-gradients above show it: S = 2^16 overflows none of them), so the scaler never backs off; and the lab's ~980
-steps (5 epochs of 196) are fewer than the 2000 good steps it waits before it tries a higher scale. To see it
-work, start it far too high, at **2^{ABLATION_INIT_EXPONENT} = {2**ABLATION_INIT_EXPONENT:,}**, and let it try to
-grow after only **{ABLATION_GROWTH_INTERVAL}** good steps: a real run of 32 steps of 8 synthetic images.
+The lab's ~980 steps (5 epochs of 196) are fewer than the 2000 good steps the scaler waits before it tries a higher
+scale. To see it work, start it far too high, at **{scale_label(ABLATION_INIT_EXPONENT)}**, and let it try to grow
+after only **{ABLATION_GROWTH_INTERVAL}** good steps: a real run of 32 steps of 8 synthetic images.
 """
 )
 ablations = [(label, r) for label, r in runs if not r.config.default_scaler]
@@ -212,8 +167,8 @@ if ablations:
     backoffs = sum(1 for before, after in pairwise(scales) if after < before)
     growths = sum(1 for before, after in pairwise(scales) if after > before)
     kinds = classify_skips(start, ablation.loss_scale_history, skipped)
-    causes = [f"{len(kinds.search)} in a row at the start, the search down from {start:,.0f} to a scale where every "
-              "gradient fits"] if kinds.search else []
+    causes = [(f"{len(kinds.search)} in a row at the start, the search down from {start:,.0f} to a scale where "
+               "every gradient fits")] if kinds.search else []
     if kinds.probes:
         causes.append(f"{len(kinds.probes)} right after the scale grew: the higher scale overflowed and was undone")
     if kinds.larger:
@@ -231,49 +186,52 @@ if ablations:
 
 st.page_link("pages/safeguards.py", label="Watch a run without its scaler: AMP without its safeguards", icon="🧯")
 
-st.subheader("Simulate the scaler")
-st.markdown(
-    "Change the scaler's settings and the gradients it meets, and watch the scale it ends up using. A step "
-    "overflows when its largest gradient times the current scale reaches 65520, which rounds to inf in fp16."
-)
-left, right = st.columns(2)
-init_exponent = left.select_slider("Initial scale", options=list(range(MAX_SCALE_EXPONENT + 1)), value=16,
-                                   format_func=scale_label)
-growth_factor = left.number_input("Growth factor", min_value=1.1, max_value=16.0, value=2.0, step=0.5)
-backoff_factor = left.number_input("Backoff factor", min_value=0.05, max_value=0.95, value=0.5, step=0.05)
-growth_interval = left.number_input("Growth interval (good steps before growing)", min_value=1, max_value=5000,
-                                    value=100, step=10,
-                                    help="PyTorch's default is 2000; 100 shows growth in a short trace.")
-steps = right.slider("Steps", min_value=20, max_value=2000, value=400, step=20)
-grad_exponent = right.select_slider("Largest |gradient| in a step (before scaling)", options=list(range(-12, 9)),
-                                    value=1, format_func=lambda k: f"2^{k} = {2.0**k:g}")
-spikes_text = right.text_input("Extra steps with inf/NaN gradients", value="250",
-                               help="A bad batch or a loss spike; write steps like 3, 10-12, 40.")
-largest = views["weight gradients"]["largest"]
-st.caption(f"The lab model's largest weight gradient in the capture above was {largest:.3g}.")
-try:
-    spikes = parse_steps(spikes_text, steps)
-    trace = simulate_gradients(
-        [2.0**grad_exponent] * steps,
-        ScalerSettings(float(2**init_exponent), float(growth_factor), float(backoff_factor), int(growth_interval)),
-        extra_inf_steps=spikes,
+with st.expander("Deeper: simulate the scaler with your own settings"):
+    st.markdown(
+        "Change the scaler's settings and the gradients it meets, and watch the scale it ends up using. A step "
+        f"overflows when its largest gradient times the current scale reaches {FP16_OVERFLOW}, which rounds to inf "
+        "in fp16."
     )
-except TrainerError as err:
-    st.error(str(err))
-    st.stop()
-points = [{"step": s.step, "scale": s.scale_used} for s in trace.steps]
-st.altair_chart(scale_trace_chart(points, trace.skipped_steps, "Simulated loss scale (the scale each step used)"),
-                width="stretch")
-skipped = trace.skipped_steps
-early = [s for s in skipped if s not in spikes]
-st.markdown(
-    f"**{len(skipped)}** of {steps} steps skipped"
-    + (f"; {len(early)} of them because the scale was too high for these gradients" if early else "")
-    + f". Final scale: {trace.scales_after[-1]:,.0f}."
-)
-st.caption(
-    "After every growth interval the scaler tries a scale growth-factor times higher; if that overflows, the step "
-    "is skipped and the scale drops back. These periodic probes keep the scale as high as the gradients allow."
-)
+    left, right = st.columns(2)
+    init_exponent = left.select_slider("Initial scale", options=list(range(MAX_SCALE_EXPONENT + 1)), value=16,
+                                       format_func=scale_label)
+    growth_factor = left.number_input("Growth factor", min_value=1.1, max_value=16.0, value=2.0, step=0.5)
+    backoff_factor = left.number_input("Backoff factor", min_value=0.05, max_value=0.95, value=0.5, step=0.05)
+    growth_interval = left.number_input("Growth interval (good steps before growing)", min_value=1, max_value=5000,
+                                        value=100, step=10,
+                                        help="PyTorch's default is 2000; 100 shows growth in a short trace.")
+    steps = right.slider("Steps", min_value=20, max_value=2000, value=400, step=20)
+    grad_exponent = right.select_slider("Largest |gradient| in a step (before scaling)",
+                                        options=list(range(-12, 9)), value=1,
+                                        format_func=lambda k: f"2^{k} = {2.0**k:g}")
+    spikes_text = right.text_input("Extra steps with inf/NaN gradients", value="250",
+                                   help="A bad batch or a loss spike; write steps like 3, 10-12, 40.")
+    if largest is not None:
+        st.caption(f"The lab model's largest weight gradient in the capture above was {largest['weight']:.3g}.")
+    try:
+        spikes = parse_steps(spikes_text, steps)
+        trace = simulate_gradients(
+            [2.0**grad_exponent] * steps,
+            ScalerSettings(float(2**init_exponent), float(growth_factor), float(backoff_factor), int(growth_interval)),
+            extra_inf_steps=spikes,
+        )
+    except TrainerError as err:
+        st.error(str(err))
+    else:
+        points = [{"step": s.step, "scale": s.scale_used} for s in trace.steps]
+        st.altair_chart(scale_trace_chart(points, trace.skipped_steps,
+                                          "Simulated loss scale (the scale each step used)"), width="stretch")
+        skipped = trace.skipped_steps
+        early = [s for s in skipped if s not in spikes]
+        st.markdown(
+            f"**{len(skipped)}** of {steps} steps skipped"
+            + (f"; {len(early)} of them because the scale was too high for these gradients" if early else "")
+            + f". Final scale: {trace.scales_after[-1]:,.0f}."
+        )
+        st.caption(
+            "After every growth interval the scaler tries a scale growth-factor times higher; if that overflows, the "
+            "step is skipped and the scale drops back. These periodic probes keep the scale as high as the gradients "
+            "allow."
+        )
 
 next_link("pages/memory.py", "where the memory goes")

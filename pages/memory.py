@@ -88,9 +88,9 @@ def batch_sweep(amp: str, device: str) -> None:
     """The step's peak in both modes at a few batch sizes, measured on request."""
     st.subheader("At which batch size does AMP's saving become large?")
     st.markdown(
-        "Weights, gradients, momentum (and the CUDA context) are fixed; saved activations grow with the batch. So at small "
-        "batches AMP saves little, or even costs memory through its weight copies, and the saving approaches the "
-        "activations' own saving as the batch grows."
+        "Weights, gradients, momentum (and the CUDA context) are fixed; saved activations grow with the batch. So at "
+        "small batches AMP saves little, or even costs memory through its weight copies, and the saving approaches "
+        "the activations' own saving as the batch grows."
     )
     sweep_batches = server_bundle.offer().batch_sizes(MEMORY_SWEEP_BATCH_SIZES)
     if st.button(f"Measure at batch sizes {', '.join(map(str, sweep_batches))}"):
@@ -119,12 +119,15 @@ weight to 16 bits when an op first uses it, and *adds* that copy, one per weight
 step's forward pass here), cached until the region ends. What shrinks is what autograd **saves
 for the backward pass**: the activations that conv, ReLU and linear layers keep, now in 16 bits. Not all of them:
 max-pooling saves the position of each maximum as an int64 index, 8 bytes per output value in every mode.
-
-Below, one step of the lab's model is measured twice in a fresh Python: each component is the size of the real
-tensors it holds (autograd's saved-tensor hooks report every tensor the forward pass keeps), and the totals come
-from the allocator itself.
+Below, one step of the lab's model is measured in both modes.
 """
 )
+with st.expander("Deeper: how the step is measured"):
+    st.markdown(
+        "One step of the lab's model is measured twice in a fresh Python: each component is the size of the real "
+        "tensors it holds (autograd's saved-tensor hooks report every tensor the forward pass keeps), and the totals "
+        "come from the allocator itself."
+    )
 
 device = server_bundle.job_manager().device_type
 if device == "cuda" and not server_bundle.gpu_is_idle():

@@ -1,4 +1,5 @@
-"""Number formats: the precision ladder from fp32 to fp8, how each stores a value, and where the lab model's numbers fall."""
+"""Number formats: the precision ladder from fp32 to fp8, how each stores a value, and where the lab model's numbers
+fall."""
 
 import streamlit as st
 
@@ -44,7 +45,8 @@ st.dataframe(
             "smallest subnormal": f"{r.smallest_subnormal:.3e}",
             "smallest normal": f"{r.smallest_normal:.3e}",
             "largest": exact(r.largest),
-            "overflows from": f"{exact(r.overflow_from)} ({'to inf' if r.on_overflow == 'inf' else 'clamped to largest'})",
+            "overflows from": f"{exact(r.overflow_from)} "
+                              f"({'to inf' if r.on_overflow == 'inf' else 'clamped to largest'})",
             "spacing near 1 (epsilon)": f"{r.epsilon:.3e}",
             "significant decimal digits": r.decimal_digits,
             "where you meet it": r.use,
@@ -54,16 +56,17 @@ st.dataframe(
     hide_index=True,
 )
 e4m3 = next(r for r in table if r.format.endswith("e4m3"))
-st.caption(
-    "Read from torch.finfo of torch's own dtypes (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2); torch has "
-    "no TF32 dtype, so its row follows from its layout (fp32's 8 exponent bits, fp16's 10 mantissa bits). A value "
-    "overflows once it is at or past the midpoint between the largest number and the next step: fp16 stores 65519 "
-    f"as {fp16_range.largest:.0f} and turns {fp16_range.overflow_from:.0f} into inf. The fp8 rows follow "
-    'Micikevicius et al., "FP8 Formats for Deep Learning" (2022): e4m3 has no infinity. This torch '
-    f"({TORCH_VERSION}) saturates a cast to e4m3 at {exact(e4m3.largest)}, even from inf"
-    + (" (as the table's last column says)" if e4m3.on_overflow == "largest" else f" (here: {e4m3.on_overflow})")
-    + "; older torch, and the OCP standard's non-saturating mode, give NaN instead."
-)
+with st.expander("Deeper: where the table's numbers come from, and when a value overflows"):
+    st.markdown(
+        "Read from torch.finfo of torch's own dtypes (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2); torch "
+        "has no TF32 dtype, so its row follows from its layout (fp32's 8 exponent bits, fp16's 10 mantissa bits). A "
+        "value overflows once it is at or past the midpoint between the largest number and the next step: fp16 "
+        f"stores 65519 as {fp16_range.largest:.0f} and turns {fp16_range.overflow_from:.0f} into inf. The fp8 rows "
+        'follow Micikevicius et al., "FP8 Formats for Deep Learning" (2022): e4m3 has no infinity. This torch '
+        f"({TORCH_VERSION}) saturates a cast to e4m3 at {exact(e4m3.largest)}, even from inf"
+        + (" (as the table's last column says)" if e4m3.on_overflow == "largest" else f" (here: {e4m3.on_overflow})")
+        + "; older torch, and the OCP standard's non-saturating mode, give NaN instead."
+    )
 
 st.subheader("Type a value")
 text = st.text_input("Value", value="0.1", help=f"A decimal, a fraction or a power of two; try {EXAMPLES}.")
@@ -92,23 +95,25 @@ if value is not None:
         else:
             spacing = "" if layout.spacing is None else f"  \nnext value up is `{layout.spacing:.3g}` away"
             error.markdown(f"relative error `{layout.relative_error:.3g}`{spacing}")
-    st.caption(
-        "Each value is rounded to the nearest number the format can hold (ties go to an even mantissa), so a value "
-        "at or below half the smallest subnormal becomes zero. Subnormal numbers have an all-zero exponent: they "
-        "reach below the smallest normal number by giving up mantissa bits. The TF32 row rounds the fp32 value to "
-        "nearest-even at 10 mantissa bits; how a GPU library rounds fp32 inputs to TF32 is its own choice."
-    )
+    with st.expander("Deeper: how a value is rounded, and what a subnormal is"):
+        st.markdown(
+            "Each value is rounded to the nearest number the format can hold (ties go to an even mantissa), so a "
+            "value at or below half the smallest subnormal becomes zero. Subnormal numbers have an all-zero "
+            "exponent: they reach below the smallest normal number by giving up mantissa bits. The TF32 row rounds "
+            "the fp32 value to nearest-even at 10 mantissa bits; how a GPU library rounds fp32 inputs to TF32 is its "
+            "own choice."
+        )
 
-st.subheader("fp8, honestly")
-st.markdown(
-    """
+with st.expander("Deeper: fp8, honestly"):
+    st.markdown(
+        """
 fp8 training is not autocast with a smaller dtype. It runs only the **Linear** layers' matrix products in fp8
 (e4m3 for weights and activations, e5m2 for gradients), each tensor (or each block of one) with its own scale
-factor, on GPUs with fp8 Tensor Cores (Ada, Hopper and newer), through libraries such as NVIDIA Transformer Engine or torchao. It pays off
-for large matrices, where the products dominate the step; for this lab's small CNN, whose time goes to
-convolutions, memory traffic and the data pipeline, it would not.
+factor, on GPUs with fp8 Tensor Cores (Ada, Hopper and newer), through libraries such as NVIDIA Transformer Engine
+or torchao. It pays off for large matrices, where the products dominate the step; for this lab's small CNN, whose
+time goes to convolutions, memory traffic and the data pipeline, it would not.
 """
-)
+    )
 
 settings = server_bundle.settings()
 source = default_source(settings.data_root)
@@ -140,8 +145,9 @@ if values is not None:
     nonzero gradient values would become exactly zero, and **{fp16['subnormal_fraction']:.1%}** would survive only as
     subnormals with fewer significant bits. So for this model few gradients vanish, but many lose precision; a model
     with smaller gradients loses more. bf16 shares fp32's exponent, so its range covers them all, at the cost of
-    precision everywhere. That is why AMP with fp16 uses a loss scaler and AMP with bf16 does not: see the next page.
+    precision everywhere. That is why AMP with fp16 uses a loss scaler and AMP with bf16 does not: see the next two
+    pages.
     """
         )
 
-next_link("pages/loss_scaling.py", "underflow and loss scaling")
+next_link("pages/underflow.py", "underflow in fp16")

@@ -73,7 +73,7 @@ st.subheader("Without the GradScaler")
 st.markdown(
     """
 At the start of training this model's gradients are large enough that fp16 keeps almost all of them (the
-*Underflow and loss scaling* page counts them). Deeper models have far smaller ones. To give this model such
+*Underflow in fp16* page counts them). Deeper models have far smaller ones. To give this model such
 gradients, both runs multiply the loss by 2^-n and the learning rate by 2^n: in fp32 that is the same training
 step for step, since a power of two scales exactly, but every gradient is 2^n times smaller. Some gradients are
 zero in any format: a ReLU unit that is off for every image of a batch passes nothing back to its weights. The run

@@ -401,7 +401,7 @@ def amp_step_chart(highlighted: tuple[str, ...] | set[str]) -> alt.LayerChart:
     places = amp_step_positions()
     half_w, half_h = STEP_BOX
     boxes = pd.DataFrame([
-        {"key": part.key, "number": index + 1, "label": part.label.split("\n"), "what": part.what,
+        {"key": part.key, "number": index + 1, "label": part.label, "what": part.what,
          "x": places[part.key][0] - half_w, "x2": places[part.key][0] + half_w, "cx": places[part.key][0],
          "y": places[part.key][1] - half_h, "y2": places[part.key][1] + half_h, "cy": places[part.key][1],
          "highlighted": part.key in highlighted}
@@ -429,7 +429,8 @@ def amp_step_chart(highlighted: tuple[str, ...] | set[str]) -> alt.LayerChart:
                         legend=None),
         tooltip=[alt.Tooltip("number:Q", title="Part"), alt.Tooltip("what:N", title="What happens")],
     )
-    labels = alt.Chart(boxes).mark_text(fontSize=10, lineHeight=12, baseline="middle").encode(
+    # One string broken at "\n" by Vega (a list of lines arrives in the browser as one "[a,b]" through Arrow).
+    labels = alt.Chart(boxes).mark_text(fontSize=10, lineHeight=12, baseline="middle", lineBreak="\n").encode(
         x=alt.X("cx:Q", scale=x_scale, axis=None), y=alt.Y("cy:Q", scale=y_scale, axis=None), text="label",
     )
     rules = alt.Chart(lines).mark_rule(strokeWidth=1.5, color="#555555").encode(

@@ -1,5 +1,6 @@
 """What every page shows in its sidebar: who the learner is (their name, their private bookmark link), the
-instructor's sign-in, and, above the page, the one-line answer to a cancel link."""
+instructor's sign-in, the learner's job while it waits or runs, and, above the page, the one-line answer to a cancel
+link."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import re
 import streamlit as st
 
 from server.identity import MAX_NAME_CHARS
-from ui import server_bundle
+from server.records import JobView
+from ui import jobs, server_bundle
+from ui.charts import run_names
 from ui.identity import (
     LINK_PARAM,
     is_instructor,
@@ -21,10 +24,19 @@ from ui.identity import (
     sign_out_as_instructor,
     signed_in_with_provider,
 )
+from ui.widgets import RESULTS_PAGE, RUN_PAGE, run_progress_text, waiting_line
 
 CANCEL_PARAM = "cancel"  # ?cancel=<job id> on any page
 OPEN_CONSOLE_KEY = "amp_lab_open_console"  # set by a sign-in: app.py opens the console on the next run
 _JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # the job manager's ids are 32 hex digits; never echo anything else
+FOLLOWED_KEY = "amp_lab_sidebar_jobs"  # ids of this session's jobs the sidebar has shown waiting or running
+JOBS_REFRESH_S = 5.0  # the sidebar's line changes slowly: a queue position, a run's share done
+# Where a finished job is read, by what it was for (server/records.JOB_PURPOSES); the Run page shows any job.
+READ_ON = {
+    "quick-demo": RESULTS_PAGE, "comparison": RESULTS_PAGE, "sweep": "pages/when_amp_pays.py",
+    "breakdown": "pages/when_amp_pays.py", "tiny-fp16": "pages/loss_scaling.py", "ablation": "pages/loss_scaling.py",
+    "safeguards": "pages/safeguards.py",
+}
 
 
 def learner_panel() -> None:
@@ -58,6 +70,67 @@ def learner_panel() -> None:
         cancel_from_link()
         if not me.named and server_bundle.settings().ask_names:
             ask_for_a_name(me)
+
+
+def your_jobs() -> None:
+    """In the sidebar of every page: each of this learner's jobs that waits or runs, in one line with a link to the
+    Run page, and each job the sidebar followed that ended in the last 15 minutes, with a link to where it is read.
+    Redrawn while a job waits or runs, so a learner can read any page while it trains. Called after st.navigation,
+    which its links need."""
+    active = jobs.active_jobs()
+    statuses = {job.id: job.status for job in active}
+
+    @st.fragment(run_every=JOBS_REFRESH_S if active else None)
+    def lines() -> None:
+        now = jobs.active_jobs()
+        if {job.id: job.status for job in now} != statuses:
+            st.rerun()  # a job started or ended: redraw the page once, which starts or stops the refresh
+        followed = st.session_state.setdefault(FOLLOWED_KEY, [])
+        followed.extend(job.id for job in now if job.id not in followed)
+        manager = server_bundle.job_manager()
+        ended = jobs.recently_ended([job for job_id in followed if job_id not in statuses
+                                     and (job := manager.get(job_id)) is not None])
+        followed[:] = [job.id for job in now] + [job.id for job in ended]  # forget what ended long ago
+        for job in now:
+            with st.container(border=True):
+                fraction, text = job_line(job, len(manager.slots), manager.paused)
+                st.progress(fraction, text=text)
+                st.page_link(RUN_PAGE, label="Follow it on the Run page", icon="🧪")
+        for job in ended:
+            with st.container(border=True):
+                st.caption(ended_line(job))
+                if job.status == "done":
+                    page = READ_ON.get(job.spec.purpose, RUN_PAGE)
+                    st.page_link(page, label="See the results", icon="📊",
+                                 query_params={"job": job.id} if page == RESULTS_PAGE else None)
+                else:
+                    st.page_link(RUN_PAGE, label="See why on the Run page", icon="🧪")
+
+    with st.sidebar:
+        lines()
+
+
+def job_line(job: JobView, workers: int, paused: bool) -> tuple[float, str]:
+    """A waiting or running job in one line: how far it is (0 to 1) and its name with where it stands."""
+    name = f"**Your job**, {short_name(job)}: "
+    if job.status == "queued":
+        return 0.0, name + waiting_line(job.queue_position, job.estimated_wait_s, workers, paused)
+    runs = run_names(job.spec)
+    index = min(job.current_run, len(runs) - 1)
+    fraction, text = run_progress_text(job, index)
+    done = (index + fraction) / len(runs)
+    return min(1.0, max(0.0, done)), name + f"running {runs[index]} (run {index + 1} of {len(runs)}): {text}."
+
+
+def ended_line(job: JobView) -> str:
+    """A job of this session that ended, in one line."""
+    ends = {"done": "finished", "failed": "failed", "cancelled": "was cancelled"}
+    return f"**Your job**, {short_name(job)}, {ends.get(job.status, job.status)}."
+
+
+def short_name(job: JobView) -> str:
+    """A job's label up to its first comma ("quick demo: fp32 vs amp-bf16"): its settings are on the Run page."""
+    return (job.label or job.kind).split(",")[0]
 
 
 def ask_for_a_name(me) -> None:

@@ -10,8 +10,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 # The order app.py gives the pages (README, Layout, says why History comes before the recipe).
 WALKTHROUGH = [
-    "overview", "fp32_baseline", "adding_amp", "autocast_layers", "number_formats", "loss_scaling", "memory",
-    "run_experiment", "safeguards", "results", "when_amp_pays", "history", "recipe",
+    "overview", "fp32_baseline", "adding_amp", "autocast_layers", "number_formats", "underflow", "loss_scaling",
+    "memory", "run_experiment", "safeguards", "results", "when_amp_pays", "history", "recipe",
 ]
 LEARN_PAGES = WALKTHROUGH[: WALKTHROUGH.index("run_experiment")]
 

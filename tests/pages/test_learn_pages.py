@@ -1,4 +1,5 @@
-"""AppTest for the four learn pages (number formats, loss scaling, autocast, when AMP pays), through app.py."""
+"""AppTest for the learn pages (number formats, underflow, the scaler at work, autocast, the baseline, adding AMP,
+memory, when AMP pays, the recipe), through app.py."""
 
 import re
 import time
@@ -75,27 +76,39 @@ def test_number_formats_page_shows_bits_and_ranges(app):
 
 
 @pytest.mark.slow
-def test_loss_scaling_page_scales_gradients_and_simulates(app):
-    open_page(app, "loss_scaling")
-    assert app.title[0].value == "Underflow and loss scaling"
+def test_underflow_page_scales_the_lab_models_gradients(app):
+    open_page(app, "underflow")
+    assert app.title[0].value == "Underflow in fp16"
     labels = [m.label for m in app.metric]
     assert labels == ["become zero in fp16", "only subnormal (fewer bits)", "overflow to inf"]
     unscaled = app.metric[1].value
     app.select_slider[0].set_value(16).run()
     assert not app.exception
     assert app.metric[1].value != unscaled  # scaling lifted values out of the subnormal range
+    assert len(charts(app)) == 2  # the histogram and the scale sweep
+    assert any("overflow first" in c for c in texts(app.caption))
+    assert any("Next: the scaler at work" in link.label for link in app.get("page_link"))
+
+
+@pytest.mark.slow
+def test_scaler_page_offers_a_tiny_run_and_simulates_the_scaler(app):
+    open_page(app, "loss_scaling")
+    assert app.title[0].value == "The scaler at work"
     assert any("No finished amp-fp16 run" in i for i in texts(app.info))
     assert "Run a tiny amp-fp16 run" in [b.label for b in app.button]
-    assert any("overflow first" in c for c in texts(app.caption))
-    assert any("Next: where the memory goes" in link.label for link in app.get("page_link"))
-    # The simulator's defaults: gradients of 2, scale 2^16, growth every 100 good steps, a spike at step 250.
+    # The lab model's largest gradient times the default scale, from the page's own capture.
+    assert any(m.startswith("In a capture of a few fp32 steps on synthetic data, this model's largest gradient is")
+               and "below 65520: at the default 2^16 none of them overflows" in m for m in texts(app.markdown))
+    # The simulator, a deep dive: gradients of 2, scale 2^16, growth every 100 good steps, a spike at step 250.
+    (simulator,) = [e for e in app.expander if e.label == "Deeper: simulate the scaler with your own settings"]
     trace = simulate_gradients([2.0] * 400, ScalerSettings(growth_interval=100), extra_inf_steps=[250])
     assert trace.skipped_steps[:3] == [1, 2, 103]  # 2^16 and 2^15 overflow; each regrowth to 2^15 overflows again
     expected = f"**{len(trace.skipped_steps)}** of 400 steps skipped; {len(trace.skipped_steps) - 1} of them"
-    assert any(m.startswith(expected) for m in texts(app.markdown))
+    assert any(m.value.startswith(expected) for m in simulator.markdown)
     spikes = next(t for t in app.text_input if t.label == "Extra steps with inf/NaN gradients")
     spikes.input("abc").run()
     assert any("is not a step number" in e for e in texts(app.error))
+    assert any("Next: where the memory goes" in link.label for link in app.get("page_link"))  # the page goes on
 
 
 @pytest.mark.slow
@@ -107,7 +120,7 @@ def test_loss_scaling_page_plots_a_real_runs_scale_from_history(state_dir, app):
     open_page(app, "loss_scaling")
     assert app.selectbox[0].label == "Run"
     assert any("skipped **1** of 8 steps: 3." in m for m in texts(app.markdown))
-    assert len(charts(app)) == 4  # histogram, scale sweep, real trace, simulated trace
+    assert len(charts(app)) == 2  # the real trace, the simulated trace
 
 
 @pytest.mark.slow
@@ -121,7 +134,7 @@ def test_loss_scaling_page_shows_a_real_ablation_beside_the_default_line(state_d
                                                                            total_steps=8)])
     save_finished_job(state_dir, "run", "scaler ablation", [ablation])
     open_page(app, "loss_scaling")
-    assert len(charts(app)) == 5  # histogram, scale sweep, the chosen real trace, the ablation beside the default
+    assert len(charts(app)) == 3  # the chosen real trace, the ablation beside the default, the simulated trace
     markdown = " ".join(texts(app.markdown))
     assert "**3** of 8 steps skipped (steps 1, 2, 3); the scale was halved 3 times and doubled once" in markdown
     assert "Of the skips, 3 in a row at the start, the search down from 16,777,216" in markdown
@@ -165,7 +178,10 @@ def test_autocast_page_tables_every_mode(app):
     next(b for b in app.button if b.label == "Just show me").click().run()
     assert any("No guess this time. Measured: **9**" in m for m in texts(app.markdown))
     assert len(app.dataframe) == 6  # five modes, then the measured op lists
-    ops = app.dataframe[5].value.set_index("op")
+    (modes,) = [e for e in app.expander if e.label == "Deeper: every mode, layer by layer"]
+    (op_lists,) = [e for e in app.expander if e.label == "Deeper: autocast's op lists, measured"]
+    assert len(modes.dataframe) == 5 and len(op_lists.dataframe) == 1
+    ops = op_lists.dataframe[0].value.set_index("op")
     assert ops.loc["conv2d", "on cpu"] == "low precision" and ops.loc["cross_entropy", "on cpu"] == "fp32"
     assert ops.loc["softmax", "on cpu"] == "follows its input" and ops.loc["softmax", "CUDA has an autocast rule"] == "yes"
     assert any("Next: number formats" in link.label for link in app.get("page_link"))
@@ -179,7 +195,8 @@ def test_autocast_page_tables_every_mode(app):
 @pytest.mark.slow
 def test_baseline_page_tells_tf32_per_setting(app):
     open_page(app, "fp32_baseline")
-    table = app.dataframe[0].value.set_index("setting")
+    (tf32,) = [e for e in app.expander if e.label.startswith("Deeper: TF32")]
+    table = tf32.dataframe[0].value.set_index("setting")
     assert table.loc["the lab's script as written (PyTorch's defaults)", "GPU convolutions"] == "tf32"
     assert table.loc["this app's fp32 and AMP modes (TF32 off)", "GPU convolutions"] == "ieee"
     assert table.loc["this app's fp32-default mode (PyTorch's defaults, put back after the two above)",
@@ -200,7 +217,8 @@ def test_baseline_page_predicts_the_fp32_throughput_then_shows_the_reference(app
 @pytest.mark.slow
 def test_adding_amp_page_lists_cpu_autocast_ops_from_torch(app):
     open_page(app, "adding_amp")
-    markdown = " ".join(" ".join(texts(app.markdown)).split())
+    (lists,) = [e for e in app.expander if e.label.startswith("Deeper: the three lists")]
+    markdown = " ".join(" ".join(texts(lists.markdown)).split())
     assert "CPU autocast sends only `prod`, `cross_entropy`, `nll_loss`, `mse_loss`, `cdist`" in markdown
     assert "`softmax`, `log_softmax`" in markdown and "accumulator" in markdown
     assert any("Next: autocast, layer by layer" in link.label for link in app.get("page_link"))
@@ -231,7 +249,7 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     save_finished_job(state_dir, "breakdown", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
     open_page(app, "when_amp_pays")
     assert not any("**Verdict:**" in m for m in texts(app.markdown))  # the sweep waits for a guess
-    assert len(charts(app)) == 4  # breakdown; the reference sweep's throughput, memory, speedup
+    assert len(charts(app)) == 5  # the roofline; breakdown; the reference sweep's throughput, memory, speedup
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     markdown = "".join(texts(app.markdown))
@@ -239,8 +257,8 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     assert "Your guess: **1.50x** · measured: **1.50x** (spot on)" in markdown
     assert "**Verdict:** On this machine, amp-bf16 pays off only at the largest batch tried, 256 (1.50x" in markdown
     assert "With the lab's DataLoader, 60% of the training time went to waiting for data" in markdown
-    assert len(charts(app)) == 7  # breakdown, throughput, memory, speedup; and the reference's three
-    assert len(app.dataframe) == 2
+    assert len(charts(app)) == 8  # the roofline, breakdown, throughput, memory, speedup; the reference's three
+    assert len(app.dataframe) == 3  # the roofline's layers, and the two sweeps' tables
 
 
 def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
@@ -265,7 +283,7 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
     open_page(app, "when_amp_pays")
     expander = next(e for e in app.expander if e.label.startswith("Reference sweep"))
     assert expander.label == "Reference sweep recorded on a CPU like this one (not your runs)"
-    assert not charts(app)  # the reference's numbers wait for a guess
+    assert len(charts(app)) == 1  # the roofline only: the reference's numbers wait for a guess
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     sweep = load_references(device_type="cpu", purpose="sweep")
@@ -276,7 +294,7 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
             f"at batch {largest.baseline.config.batch_size}") in markdown
     assert f"Your guess: **1.50x** · measured: **{measured:.2f}x**" in markdown
     assert "**Reference sweep** (not your runs)" in markdown and "**Verdict:**" not in markdown
-    assert len(charts(app)) == 3 and len(app.dataframe) == 1
+    assert len(charts(app)) == 4 and len(app.dataframe) == 2  # the roofline and its table; the reference sweep
     assert sum(c.startswith("Reference: AMD EPYC") for c in texts(app.caption)) == len(sweep) >= 2
 
 
@@ -415,7 +433,7 @@ def test_the_tiny_fp16_run_stays_within_a_strict_servers_limits(app_with_limits)
 
 
 @pytest.mark.parametrize("page", ["overview", "fp32_baseline", "adding_amp", "autocast_layers", "number_formats",
-                                  "loss_scaling", "memory", "safeguards", "when_amp_pays", "recipe"])
+                                  "underflow", "loss_scaling", "memory", "safeguards", "when_amp_pays", "recipe"])
 def test_every_learn_page_shows_the_one_picture_of_an_amp_step_with_its_own_parts(app, page):
     from lessons.amp_step import highlight_sentence
     from tests.app_testing import step_pictures
@@ -423,3 +441,28 @@ def test_every_learn_page_shows_the_one_picture_of_an_amp_step_with_its_own_part
     open_page(app, page)
     assert len(step_pictures(app)) == 1
     assert texts(app.caption)[0] == highlight_sentence(page)  # right under the picture, naming the page's parts
+
+
+def test_when_amp_pays_draws_the_roofline_on_an_h200_or_on_a_device_this_server_measured(state_dir, app):
+    import json
+
+    from trainer.peaks import DevicePeaks
+
+    open_page(app, "when_amp_pays")
+    assert any(c.proto.spec.count("The lab's layers on this device's roofline") for c in charts(app))
+    assert app.selectbox(key="roofline-device").value.startswith("NVIDIA H200, published")
+    layers = next(f.value for f in app.dataframe if "layer" in f.value.columns)
+    assert layers["layer"].tolist()[:3] == ["conv1", "relu1", "pool1"]
+    assert any(m.startswith("Layer by layer at these peaks, a step could take") for m in texts(app.markdown))
+
+    measured = DevicePeaks("CPU: this server", "2.14.1", matmul_tflops={"fp32": 0.2, "bf16": 0.4, "fp16": 0.01},
+                           copy_gb_per_s=20.0, launch_us=3.0)
+    (state_dir / "device-peaks.json").write_text(json.dumps({"cpu": measured.to_dict()}))
+    open_page(app, "when_amp_pays")
+    here = "CPU: this server, measured here (torch 2.14.1)"
+    assert here in app.selectbox(key="roofline-device").options
+    app.selectbox(key="roofline-device").set_value(here).run()
+    sentence = next(m for m in texts(app.markdown) if m.startswith("Layer by layer at these peaks"))
+    assert "ms" not in sentence and "a step could take **" in sentence  # µs sums, from 0.2 TFLOP/s and 20 GB/s
+    rows = next(f.value for f in app.dataframe if "layer" in f.value.columns).set_index("layer")
+    assert rows.loc["relu1", "µs, fp32"] == pytest.approx(rows.loc["relu1", "MB, fp32"] * 1e6 / 20e9 * 1e6, rel=0.01)

@@ -406,24 +406,6 @@ def test_experiment_end_to_end_then_results_and_history(app, state_dir):
     assert compared.options[compared.index].endswith(f"job {job.id[:8]}, run 2")
 
 
-@pytest.mark.slow
-def test_quick_demo_leads_to_the_run_page_and_can_be_cancelled(app):
-    open_page(app, "overview")
-    next(b for b in app.button if b.label == "Run the quick demo").click().run()
-    assert not app.exception
-    assert app.title[0].value == "Run the experiment"  # st.switch_page took the learner there
-    open_page(app, "run_experiment")  # AppTest reruns the page it was last told to show: tell it
-    assert any(m.startswith("**quick demo: fp32 vs") for m in texts(app.markdown))
-    next(b for b in app.button if b.label == "Cancel").click().run()
-    wait_for_job_end(app)
-    assert any(w.startswith("This job was cancelled") for w in texts(app.warning))
-
-    open_page(app, "history")
-    jobs = app.dataframe[0].value
-    assert jobs["Status"].tolist() == ["cancelled"]
-    assert jobs["Reason"].tolist()[0].startswith("cancelled by its owner")
-
-
 def test_a_full_queue_is_refused_with_one_line(app, monkeypatch):
     monkeypatch.setenv("AMP_LAB_MAX_QUEUED_PER_LEARNER", "1")
     for key, value in TINY.items():
@@ -449,7 +431,7 @@ def test_results_sets_the_step_against_the_devices_measured_peaks(app, state_dir
     save_comparison(state_dir, app.session_state["amp_lab_learner"].id,
                     [replace(result, device_peaks=measured) for result in results])
     open_page(app, "results")
-    assert any(m.startswith("At this device's measured best matrix-multiply rates, FP32: the arithmetic needs")
+    assert any(m.startswith("At this device's measured best rates, FP32: the arithmetic needs")
                for m in texts(app.markdown))
     budget = next(t.value for t in app.table if "FLOPs per step" in t.value.columns)
     assert budget["Run"].tolist() == list(budget["Run"])[:2] and len(budget) == 2
@@ -462,3 +444,22 @@ def test_results_of_runs_without_peaks_say_how_to_get_a_budget(app, state_dir):
     save_comparison(state_dir, app.session_state["amp_lab_learner"].id, results)
     open_page(app, "results")
     assert any(c.startswith("These runs did not measure this device's peak rates") for c in texts(app.caption))
+
+
+def test_results_shows_a_profiled_comparisons_step_by_kind_of_work(app, state_dir):
+    from dataclasses import replace
+
+    from trainer.profile import CATEGORIES
+
+    _, results = recorded_runs("noisy_compare_cpu.json")
+    shares = {"matrix products": 0.06, "pooling": 0.04, "optimizer": 0.002}
+    profiled = []
+    for index, result in enumerate(results):
+        categories = {name: shares.get(name, 0.001) / (index + 1) for name in CATEGORIES}
+        profiled.append(replace(result, profile={"steps": 20, "step_s": sum(categories.values()),
+                                                 "categories": categories, "top_ops": [], "kernels": []}))
+    save_comparison(state_dir, app.session_state["amp_lab_learner"].id, profiled)
+    open_page(app, "results")
+    assert any("One step by kind of work" in chart.proto.spec for chart in charts(app))
+    changes = next(m for m in texts(app.markdown) if m.startswith("From FP32 to"))
+    assert "the largest changes: matrix products 60.0 → 30.0 ms; pooling 40.0 → 20.0 ms" in changes
