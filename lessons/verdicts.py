@@ -39,6 +39,20 @@ def emulates_bf16(result: RunResult) -> bool:
         set(flags) & BF16_CPU_FLAGS)
 
 
+def machine_class(environment: dict) -> str:
+    """What decides how mixed precision behaves on a machine, in words: a GPU by its name; a CPU by its 16-bit
+    units (AMX tiles, AVX-512 bf16 instructions, or neither, when PyTorch emulates bf16). Two machines of one class
+    give the same kind of answer to "is AMP faster here?"; a reference is only an answer for its own class."""
+    if environment.get("device_type") == "cuda":
+        return environment.get("device_name") or "an unnamed GPU"
+    flags = set(environment.get("cpu_flags") or ())
+    if {"amx_tile", "amx_bf16"} <= flags:
+        return "a CPU with AMX bf16 units"
+    if "avx512_bf16" in flags:
+        return "a CPU with AVX-512 bf16 instructions, no AMX"
+    return "a CPU without bf16 instructions (bf16 emulated)"
+
+
 @dataclass(frozen=True)
 class Doubt:
     """Why a measured speedup cannot be taken as a fact: its kind ("settings", "short", "load" or "spread"), the

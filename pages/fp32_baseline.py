@@ -8,7 +8,7 @@ from trainer.model import SimpleCNN, count_parameters
 from ui import server_bundle
 from ui.lab_code import BASELINE_SCRIPT, read_script
 from ui.predict import predict_then_check
-from ui.reference import load_references
+from ui.reference import local_references, this_machine_class
 from ui.widgets import amp_step_picture, next_link
 
 # The throughput slider per device (low, high, start, step). CPU: from a loaded 2-core EPYC (about 100 images/s, the
@@ -82,14 +82,14 @@ time on every step; it also calls `torch.cuda.synchronize()` before the last rea
 st.subheader("How fast is the baseline here?")
 device_type = server_bundle.job_manager().device_type
 # The quick demo as recorded on this kind of device: its fp32 run's throughput.
-reference = next(iter(load_references(device_type=device_type, purpose="quick-demo")), None)
+reference = next(iter(local_references("quick-demo")), None)
 low, high, start, step = THROUGHPUT_GUESS[device_type]
 if predict_then_check(
     "baseline-throughput",
-    f"How many images per second does the lab's model train in fp32 on a {device_type.upper()} like this server's?",
+    f"How many images per second does the lab's model train in fp32 on {this_machine_class()} (like this server)?",
     low=low, high=high, default=start, step=step, fmt="%.0f images/s",
     answer=reference.baseline.steady_images_per_s if reference else None,
-    pending=f"No reference run has been recorded on a {device_type.upper()} yet: the Run page measures your own.",
+    pending=f"No reference run has been recorded on {this_machine_class()} yet: the Run page measures your own.",
 ) and reference is not None:
     quality = reference.baseline.timing_quality or {}
     st.caption(

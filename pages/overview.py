@@ -5,7 +5,7 @@ import streamlit as st
 
 from ui import jobs, server_bundle
 from ui.predict import predict_then_check
-from ui.reference import load_references
+from ui.reference import local_references, this_machine_class
 from ui.widgets import RESULTS_PAGE, RUN_PAGE, amp_step_picture, hardware_panel, next_link
 
 DEMO_KEY = "overview_demo_job"  # the quick demo this session queued from here
@@ -47,14 +47,14 @@ st.markdown(
     "and trains, the sidebar shows how it goes on every page."
 )
 # The quick demo as recorded on this kind of device (reference/), so that a guess can be checked before any run.
-demo_reference = next(iter(load_references(device_type=report.device_type, purpose="quick-demo")), None)
+demo_reference = next(iter(local_references("quick-demo")), None)
 demo_mode = demo_reference.candidate.precision if demo_reference else "AMP"
 if predict_then_check(
-    "quick-demo-speedup", f"In the quick demo on a {report.device_type.upper()} like this server's, how many times "
+    "quick-demo-speedup", f"In the quick demo on {this_machine_class()} (like this server), how many times "
     f"as fast as fp32 will {demo_mode} train (1.00x: as fast; below 1: slower)?",
     low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
     answer=demo_reference.speedup if demo_reference else None,
-    pending=f"No quick demo has been recorded on a {report.device_type.upper()} yet: run it below, and the Run page "
+    pending=f"No quick demo has been recorded on {this_machine_class()} yet: run it below, and the Run page "
     "checks the same guess against your own comparison.",
 ) and demo_reference is not None:
     st.caption(f"Measured in a reference run, not yours: {demo_reference.label}. {demo_reference.note}")

@@ -4,10 +4,10 @@ lab's table, charts, an explanation and downloads."""
 import streamlit as st
 
 from lessons.verdicts import headline
-from ui import exports, jobs, server_bundle
+from ui import exports, jobs
 from ui.charts import named_results
 from ui.identity import learner
-from ui.reference import load_references, reference_panel
+from ui.reference import local_references, reference_panel, this_machine_class
 from ui.widgets import RUN_PAGE, comparison_charts, comparison_summary, profile_panel, step_budget_panel, when
 
 st.title("Results")
@@ -51,12 +51,11 @@ if not options:
         st.info("You have no finished comparison yet: run one (a minute with a small subset), or look at the "
                 "whole class's above.")
     st.page_link(RUN_PAGE, label="Run the experiment", icon="🧪")
-    device_type = server_bundle.job_manager().device_type
-    references = load_references(device_type=device_type, purpose="quick-demo")
+    references = local_references("quick-demo")
     if references:
         st.subheader("Meanwhile: a reference comparison, not yours")
-        st.caption(f"The quick demo as recorded with this project's command line on a {device_type.upper()} like this "
-                   "server's: real figures to read before your own. Your comparisons replace it here.")
+        st.caption(f"The quick demo as recorded with this project's command line on {this_machine_class()}, like "
+                   "this server: real figures to read before your own. Your comparisons replace it here.")
     for reference in references:
         reference_panel(reference)
     report_download()

@@ -7,7 +7,7 @@ from server.offer import ComparisonRequest, pairs_name, subset_name
 from ui import form_state, identity, jobs, server_bundle
 from ui.experiment import DATA_NAMES, LOADER_NAMES, tf32_note
 from ui.predict import locked_at, predict_then_check
-from ui.reference import load_references, reference_panel
+from ui.reference import local_references, reference_panel, this_machine_class
 from ui.widgets import about, job_panel
 
 RUNNING_REFRESH_S = 1.0
@@ -145,10 +145,10 @@ predict_then_check(
 )
 if st.button("Run", type="primary", disabled=bool(blocked)):
     jobs.submit(spec)
-references = load_references(device_type=report.device_type, purpose="quick-demo")
-with st.expander(f"Reference results recorded on a {report.device_type.upper()} like this one (not your runs)"):
+references = local_references("quick-demo")
+with st.expander(f"Reference results recorded on {this_machine_class()}, like this server (not your runs)"):
     if not references:
-        st.caption(f"No reference has been recorded on a {report.device_type.upper()} yet.")
+        st.caption(f"No reference has been recorded on {this_machine_class()} yet.")
     for reference in references:
         reference_panel(reference)
 

@@ -18,7 +18,7 @@ from trainer.results import MEMORY_LABELS
 from ui import jobs, server_bundle
 from ui.learn_charts import breakdown_chart, sweep_chart, sweep_speedup_chart
 from ui.predict import predict_then_check
-from ui.reference import Reference, reference_rows, reference_sweep
+from ui.reference import Reference, reference_rows, reference_sweep, this_machine, this_machine_class
 from ui.widgets import amp_step_picture, ladder_panel, next_link, roofline_panel, when
 
 BREAKDOWN_KEY = "when_amp_pays_breakdown_job"
@@ -265,7 +265,7 @@ elif sweep_spec and jobs.queue_button("Queue the sweep", sweep_spec, SWEEP_KEY, 
 
 st.subheader("3. Sweep results")
 sweeps = jobs.mine_then_class(kind="sweep")
-reference = reference_sweep(manager.device_type)
+reference = reference_sweep(manager.device_type, like=this_machine())
 # One guess per page view: on the sweep shown if there is one, else on the reference sweep, else on the sweep set
 # up above (checked once it is queued and has run).
 reference_open = bool(sweeps)
@@ -297,7 +297,7 @@ else:
         else:
             follow_sweep(shown_job.id)
 if reference:
-    with st.expander(f"Reference sweep recorded on a {manager.device_type.upper()} like this one (not your runs)",
+    with st.expander(f"Reference sweep recorded on {this_machine_class()}, like this server (not your runs)",
                      expanded=not sweeps):
         if reference_open:
             show_reference_sweep(reference)

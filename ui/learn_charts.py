@@ -9,9 +9,9 @@ import altair as alt
 import pandas as pd
 
 from lessons.amp_step import STEP_PARTS
-from lessons.roofline import ROOFLINE_MODES, layer_costs
 from lessons.number_formats import BitLayout, FormatRange
 from lessons.payoff import COMPUTE_PART, WAIT_PART, WORKERS_PART
+from lessons.roofline import ROOFLINE_MODES, layer_costs
 from lessons.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
 from ui.charts import precision_scale
 

@@ -11,9 +11,11 @@ from pathlib import Path
 import streamlit as st
 
 from lessons.payoff import SweepRow, summarize_sweep
+from lessons.verdicts import machine_class
 from trainer.comparison_table import precision_name
+from trainer.environment import HardwareReport
 from trainer.results import RunResult, compare
-from ui import charts
+from ui import charts, server_bundle
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
 # What each reference in reference/index.json is for ("purpose"): the Run page's quick demo, or one batch size
@@ -33,6 +35,11 @@ class Reference:
     purpose: str
 
     @property
+    def machine(self) -> str:
+        """The class of machine it was recorded on (lessons/verdicts.machine_class)."""
+        return machine_class(self.baseline.environment)
+
+    @property
     def speedup(self) -> float:
         """The baseline's training time over the candidate's."""
         return compare(self.baseline, self.candidate).speedup
@@ -49,6 +56,28 @@ class Reference:
         return f"{machine} · {date} · {settings}"
 
 
+def machine_of(report: HardwareReport) -> dict:
+    """This server's machine as an environment record, for load_references(like=...): what decides its class."""
+    flags = (["amx_tile", "amx_bf16"] if report.cpu_amx else []) + (["avx512_bf16"] if report.cpu_bf16 else [])
+    return {"device_type": report.device_type, "device_name": report.device_name, "cpu_flags": flags}
+
+
+def this_machine() -> dict:
+    """This server's machine (its hardware report) as an environment record."""
+    return machine_of(server_bundle.hardware())
+
+
+def this_machine_class() -> str:
+    """This server's class of machine, as the questions and reference panels name it."""
+    return machine_class(this_machine())
+
+
+def local_references(purpose: str) -> list[Reference]:
+    """The references recorded on a machine of this server's class (the only ones that answer for it)."""
+    machine = this_machine()
+    return load_references(device_type=machine["device_type"], purpose=purpose, like=machine)
+
+
 def load_ladders() -> list[dict]:
     """The ladders to the fastest lab run recorded with `python -m bench.ladder` (reference/ladder-*.json), newest
     file name last; an unreadable one is left out."""
@@ -62,10 +91,12 @@ def load_ladders() -> list[dict]:
 
 
 def load_references(
-    folder: Path = REFERENCE_DIR, device_type: str | None = None, purpose: str | None = None
+    folder: Path = REFERENCE_DIR, device_type: str | None = None, purpose: str | None = None,
+    like: dict | None = None,
 ) -> list[Reference]:
-    """The references listed in folder/index.json (for `device_type` and `purpose` only, when given), in the index's
-    order. An entry whose purpose is not one of PURPOSES is an error in the index, named with its file."""
+    """The references listed in folder/index.json (for `device_type` and `purpose` only, when given; with `like`, a
+    machine's environment, only those recorded on a machine of its class: lessons/verdicts.machine_class), in the
+    index's order. An entry whose purpose is not one of PURPOSES is an error in the index, named with its file."""
     index = folder / "index.json"
     if not index.exists():
         return []
@@ -79,16 +110,19 @@ def load_references(
         recorded = json.loads((folder / entry["file"]).read_text(encoding="utf-8"))
         reference = Reference(RunResult.from_dict(recorded["baseline"]), RunResult.from_dict(recorded["candidate"]),
                               entry["command"], entry["note"], entry["purpose"])
-        if device_type is None or reference.baseline.environment.get("device_type") == device_type:
-            found.append(reference)
+        if device_type is not None and reference.baseline.environment.get("device_type") != device_type:
+            continue
+        if like is not None and machine_class(reference.baseline.environment) != machine_class(like):
+            continue
+        found.append(reference)
     return found
 
 
-def reference_sweep(device_type: str) -> list[Reference]:
+def reference_sweep(device_type: str, like: dict | None = None) -> list[Reference]:
     """The largest set of sweep references on this kind of device that differ in batch size alone, smallest batch
     first: a sweep recorded with `python -m trainer compare`, one batch size per call."""
     groups: dict[str, list[Reference]] = {}
-    for reference in load_references(device_type=device_type, purpose="sweep"):
+    for reference in load_references(device_type=device_type, purpose="sweep", like=like):
         settings = {k: v for k, v in reference.baseline.config.to_dict().items() if k != "batch_size"}
         machine = reference.baseline.environment.get("device_name")
         groups.setdefault(json.dumps([machine, reference.candidate.precision, settings], sort_keys=True), []).append(

@@ -219,3 +219,15 @@ def test_loss_curves_on_top_of_each_other_are_said_to_show_the_16_bit_run_kept_f
                                              for p in baseline.loss_history])
     assert loss_tracking(baseline, apart) is None
     assert loss_tracking(baseline, replace(candidate, loss_history=[])) is None
+
+
+def test_machines_are_classed_by_what_decides_amps_outcome_on_them():
+    from lessons.verdicts import machine_class
+
+    assert machine_class({"device_type": "cuda", "device_name": "NVIDIA H200"}) == "NVIDIA H200"
+    assert machine_class({"device_type": "cpu", "cpu_flags": ["avx512f"]}) == ("a CPU without bf16 instructions "
+                                                                                "(bf16 emulated)")
+    assert machine_class({"device_type": "cpu", "cpu_flags": ["avx512f", "avx512_bf16"]}).startswith(
+        "a CPU with AVX-512 bf16")
+    assert machine_class({"device_type": "cpu", "cpu_flags": ["avx512_bf16", "amx_tile", "amx_bf16"]}) == (
+        "a CPU with AMX bf16 units")

@@ -282,7 +282,8 @@ def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
 def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run(app):
     open_page(app, "when_amp_pays")
     expander = next(e for e in app.expander if e.label.startswith("Reference sweep"))
-    assert expander.label == "Reference sweep recorded on a CPU like this one (not your runs)"
+    assert expander.label == ("Reference sweep recorded on a CPU without bf16 instructions (bf16 emulated), like this "
+                              "server (not your runs)")
     assert len(charts(app)) == 1  # the roofline only: the reference's numbers wait for a guess
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
@@ -466,3 +467,18 @@ def test_when_amp_pays_draws_the_roofline_on_an_h200_or_on_a_device_this_server_
     assert "ms" not in sentence and "a step could take **" in sentence  # µs sums, from 0.2 TFLOP/s and 20 GB/s
     rows = next(f.value for f in app.dataframe if "layer" in f.value.columns).set_index("layer")
     assert rows.loc["relu1", "µs, fp32"] == pytest.approx(rows.loc["relu1", "MB, fp32"] * 1e6 / 20e9 * 1e6, rel=0.01)
+
+
+def test_a_reference_answers_only_for_its_class_of_machine_and_the_question_names_it(app, monkeypatch):
+    import ui.reference
+
+    open_page(app, "overview")  # the references' own class: their quick demo answers the guess
+    question = next(m for m in texts(app.markdown) if "In the quick demo on" in m)
+    assert "on a CPU without bf16 instructions (bf16 emulated) (like this server)" in question
+    monkeypatch.setattr(ui.reference, "this_machine",
+                        lambda: {"device_type": "cpu", "device_name": "Xeon", "cpu_flags": ["amx_tile", "amx_bf16"]})
+    open_page(app, "overview")
+    question = next(m for m in texts(app.markdown) if "In the quick demo on" in m)
+    assert "on a CPU with AMX bf16 units (like this server)" in question
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert any("No quick demo has been recorded on a CPU with AMX bf16 units yet" in m for m in texts(app.markdown))
