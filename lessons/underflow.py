@@ -123,3 +123,22 @@ def safe_scale_exponents(outcomes: list[ScaleOutcome]) -> list[int]:
         return []
     least = min(o.underflow for o in finite)
     return [round(math.log2(o.scale)) for o in finite if o.underflow == least]
+
+
+def default_init_scale() -> float:
+    """The loss scale a fresh GradScaler starts from, read from the running torch's own signature (2^16 in every
+    torch this project has met)."""
+    import inspect
+
+    import torch
+
+    return float(inspect.signature(torch.amp.GradScaler).parameters["init_scale"].default)
+
+
+def search_skips(peak_gradient: float, start_scale: float, overflow: float = FP16_OVERFLOW) -> int:
+    """How many times a scaler starting at `start_scale` must halve before `peak_gradient` times the scale stays
+    under fp16's overflow: the skips in a row a run whose largest gradient is that should show at its start."""
+    times_over = peak_gradient * start_scale / overflow
+    if times_over < 1:
+        return 0
+    return math.floor(math.log2(times_over)) + 1  # the first halving count that brings it strictly under

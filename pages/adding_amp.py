@@ -3,6 +3,7 @@
 import streamlit as st
 
 from lessons.autocast_lists import FOLLOWS, FP32, LOW, classify, ops_in, rules_on
+from lessons.underflow import default_init_scale
 from ui.lab_code import (
     AMP_SCRIPT,
     BASELINE_SCRIPT,
@@ -122,17 +123,22 @@ and CPUs with AVX-512 bf16 or AMX.
 
 st.subheader("The changes, line by line")
 removed, added = changed_lines()
-if predict_then_check(
-    "amp-lines", f"How many lines does `lab/{AMP_SCRIPT}` have in place of changed lines of `lab/{BASELINE_SCRIPT}`?",
-    low=0, high=60, default=6, step=1, fmt="%d", answer=added,
-):
-    st.markdown(
-        f"`lab/{AMP_SCRIPT}` is `lab/{BASELINE_SCRIPT}` with {removed} lines changed and {added} lines in their "
-        "place (the docstring and the messages included). The three changes marked *AMP change* are the whole "
-        "technique; the script also picks bf16 on a CPU: on CPUs without fp16 matrix units (AMX-FP16), fp16 kernels "
-        "are slow, even with AVX512-FP16 (the Xeon this project was benchmarked on has AVX512-FP16 but no "
-        "AMX-FP16, and amp-fp16 ran about 60x slower than fp32 there)."
-    )
+init_scale = default_init_scale()
+predict_then_check(
+    "init-scale", "`scaler.scale(loss)` multiplies the loss before the backward pass. By how much, with a fresh "
+    "`torch.amp.GradScaler()` and its default settings?", low=1, high=2**24, default=2.0**8, step=1, fmt="%.0fx",
+    answer=init_scale, log=True, options=[2.0**n for n in range(0, 25, 2)],
+    why=f"GradScaler starts at init_scale={init_scale:,.0f}, read from this torch's own signature: high on purpose, "
+    "since a scale too high shows at once as inf in the gradients (the step is skipped and the scale halved) while "
+    "one too low loses small gradients silently.",
+)
+st.markdown(
+    f"`lab/{AMP_SCRIPT}` is `lab/{BASELINE_SCRIPT}` with {removed} lines changed and {added} lines in their "
+    "place (the docstring and the messages included). The three changes marked *AMP change* are the whole "
+    "technique; the script also picks bf16 on a CPU: on CPUs without fp16 matrix units (AMX-FP16), fp16 kernels "
+    "are slow, even with AVX512-FP16 (the Xeon this project was benchmarked on has AVX512-FP16 but no "
+    "AMX-FP16, and amp-fp16 ran about 60x slower than fp32 there)."
+)
 unified, side_by_side = st.tabs(["Unified diff", "Side by side"])
 with unified:
     st.code(script_diff(), language="diff")

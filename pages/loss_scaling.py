@@ -8,7 +8,7 @@ import streamlit as st
 
 from lessons.capture import capture_values, default_source
 from lessons.scaler_sim import ScalerSettings, classify_skips, parse_steps, simulate_gradients
-from lessons.underflow import MAX_SCALE_EXPONENT
+from lessons.underflow import MAX_SCALE_EXPONENT, search_skips
 from server.offer import ABLATION_GROWTH_INTERVAL, ABLATION_INIT_EXPONENT
 from trainer.errors import TrainerError
 from ui import jobs, server_bundle
@@ -123,6 +123,12 @@ if largest is not None:
         + ("below 65520: at the default 2^16 none of them overflows, so the scaler has no reason to back off."
            if fits else "65520 or more: at the default 2^16 it overflows, so the scaler backs off in its first steps.")
     )
+search_question = (
+    f"The ablation starts the scale at {scale_label(ABLATION_INIT_EXPONENT)}. A step overflows while its largest "
+    "gradient times the scale reaches 65,520, and each overflow skips the step and halves the scale"
+    + (f"; this model's largest gradient is {peak:.3g}" if largest is not None else "")
+    + ". How many skips in a row will the run start with?"
+)
 st.markdown(
     f"""
 The lab's ~980 steps (5 epochs of 196) are fewer than the 2000 good steps the scaler waits before it tries a higher
@@ -140,11 +146,8 @@ else:
         st.error(f"The ablation did not finish: {ablation_job.error}")
     jobs.forget(ABLATION_KEY)
     if not ablations:
-        predict_then_check(
-            "skipped-steps", "Of the ablation's 32 steps, how many will the scaler skip?",
-            low=0, high=32, default=4, step=1, fmt="%d", answer=None,
-            pending="Run the ablation to check.",
-        )
+        predict_then_check("search-skips", search_question, low=0, high=16, default=2, step=1, fmt="%d",
+                           answer=None, pending="Run the ablation to check.")
     if server_bundle.job_manager().device_type == "cpu":
         st.caption("fp16 on this CPU is tens of times slower than fp32: the 256 images take tens of seconds.")
     if jobs.queue_button("Run the scaler ablation", server_bundle.offer().scaler_ablation(), ABLATION_KEY):
@@ -157,16 +160,21 @@ if ablations:
         shown[f"default: {scaler_name(default.config)}"] = (default.loss_scale_history, default.skipped_step_numbers)
     st.altair_chart(scale_traces_chart(shown, "Real GradScaler histories"), width="stretch")
     skipped = ablation.skipped_step_numbers
-    predict_then_check(
-        "skipped-steps", f"Of the ablation's {ablation.total_steps} steps, how many will the scaler skip?",
-        low=0, high=ablation.total_steps, default=min(4, ablation.total_steps), step=1, fmt="%d",
-        answer=len(skipped),
-    )
     start = ablation.config.loss_scale_init
     scales = [start] + [point["scale"] for point in ablation.loss_scale_history]
     backoffs = sum(1 for before, after in pairwise(scales) if after < before)
     growths = sum(1 for before, after in pairwise(scales) if after > before)
     kinds = classify_skips(start, ablation.loss_scale_history, skipped)
+    expected = search_skips(peak, start) if largest is not None else None
+    predict_then_check(
+        "search-skips", search_question, low=0, high=16, default=2, step=1, fmt="%d", answer=len(kinds.search),
+        why=None if expected is None else (
+            f"{peak:.3g} × {start:,.0f} = {peak * start:,.0f}, and each halving brings it closer to 65,520: "
+            f"{expected} halvings get it under, which is what the capture predicts. The run measured "
+            f"{len(kinds.search)}" + (": the same." if expected == len(kinds.search) else
+                                      ": its first batches (8 synthetic images) had gradients of another size than "
+                                      "the capture's.")),
+    )
     causes = [(f"{len(kinds.search)} in a row at the start, the search down from {start:,.0f} to a scale where "
                "every gradient fits")] if kinds.search else []
     if kinds.probes:

@@ -151,7 +151,7 @@ except TrainerError as err:
     st.stop()
 revealed = predict_then_check(
     "memory-saving", f"At batch {batch}, how much less memory will the {amp} step's tensors need at their peak than "
-    "fp32's?", low=0, high=80, default=40, step=5, fmt="%d%%", answer=round(100 * step.peak_saving),
+    "fp32's?", low=0, high=80, default=40, step=5, fmt="%d%%", answer=round(100 * step.peak_saving), log=True,
 )
 if revealed:
     explain_step(step, amp, batch, device)

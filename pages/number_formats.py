@@ -5,7 +5,7 @@ import streamlit as st
 
 from lessons.capture import capture_values, default_source, summaries
 from lessons.number_formats import TORCH_VERSION, encode_all, exact, format_table, parse_value
-from lessons.underflow import scale_outcome
+from lessons.underflow import FP16_SMALLEST_SUBNORMAL, scale_outcome
 from trainer.errors import TrainerError
 from ui import server_bundle
 from ui.learn_charts import bits_html, bits_legend_html, format_range_chart
@@ -13,6 +13,8 @@ from ui.predict import predict_then_check
 from ui.widgets import amp_step_picture, next_link
 
 EXAMPLES = "0.1, 1/3, 65504, 65520, 500, 2^-24, 1e-40, -2.5"
+# Shares spanning five decades, in percent: a guess is scored on a log scale (ui/predict.closeness).
+SHARE_OPTIONS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0)
 
 
 @st.cache_data(show_spinner="Training the lab model for a few steps to read its values...", max_entries=4)
@@ -133,8 +135,11 @@ if values is not None:
     fp16 = values["gradients_fp16"]
     if predict_then_check(
         "zero-gradients", "Without loss scaling, what share of the lab model's nonzero gradients become exactly "
-        "zero in fp16?", low=0.0, high=50.0, default=10.0, step=0.5, fmt="%.2f%%",
-        answer=100 * fp16["underflow_fraction"],
+        "zero in fp16?", low=0.001, high=50.0, default=1.0, step=0.0, fmt="%.3g%%",
+        answer=100 * fp16["underflow_fraction"], log=True, options=SHARE_OPTIONS,
+        why=f"fp16 rounds a magnitude below half its smallest subnormal, 2^-25 = {FP16_SMALLEST_SUBNORMAL / 2:.2g}, "
+        "to zero; a share of a trained model's gradients is that small, because each is a sum of products of small "
+        "activations and small upstream gradients. The histogram below shows where they lie.",
     ):
         st.markdown(
             f"""

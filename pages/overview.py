@@ -52,7 +52,7 @@ demo_mode = demo_reference.candidate.precision if demo_reference else "AMP"
 if predict_then_check(
     "quick-demo-speedup", f"In the quick demo on {this_machine_class()} (like this server), how many times "
     f"as fast as fp32 will {demo_mode} train (1.00x: as fast; below 1: slower)?",
-    low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
+    low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx", log=True,
     answer=demo_reference.speedup if demo_reference else None,
     pending=f"No quick demo has been recorded on {this_machine_class()} yet: run it below, and the Run page "
     "checks the same guess against your own comparison.",

@@ -137,10 +137,11 @@ runs_named = "both runs" if len(spec.runs) == 2 else f"all {len(spec.runs)} runs
 st.info(f"**Estimated time for {runs_named}:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
 
 # Guess first, then run: the answer is the speedup of the first comparison queued after the guess was locked.
+answered_by = jobs.comparison_since(jobs.my_jobs(), locked_at("run-speedup"))
 predict_then_check(
     "run-speedup", f"How many times as fast as fp32 will {request.precision} train here, with these settings?",
-    low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
-    answer=jobs.speedup_since(jobs.my_jobs(), locked_at("run-speedup")),
+    low=0.1, high=4.0, default=1.5, step=0.05, fmt="%.2fx", log=True,
+    answer=jobs.speedup_since(jobs.my_jobs(), locked_at("run-speedup")), why=jobs.why_this_speedup(answered_by),
     pending="Now press Run: the speedup your next comparison measures appears here when it has finished.",
 )
 if st.button("Run", type="primary", disabled=bool(blocked)):

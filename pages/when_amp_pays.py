@@ -108,7 +108,7 @@ def predict_speedup(key: str, where: str, mode: str, batch: int, width: int | No
     """The page's predict-then-check: AMP's speedup over fp32 at one batch size of a sweep."""
     question = SPEEDUP_QUESTION.format(mode=mode, batch=batch, width="" if width is None else f", width {width}")
     return predict_then_check(key, f"{where}: {question}", low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx",
-                              answer=answer, pending=pending)
+                              answer=answer, pending=pending, log=True)
 
 
 def predict_on_sweep(job) -> bool:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
+from lessons.interpret import interpret
 from lessons.verdicts import headline
 from server.choices import shown
 from server.estimate import estimate_job_seconds
@@ -62,17 +63,30 @@ def recently_ended(mine: list[JobView], within_s: float = 900.0) -> list[JobView
     return sorted(ended, key=lambda job: job.finished_at, reverse=True)
 
 
-def speedup_since(mine: list[JobView], since: float | None) -> float | None:
-    """The speedup (over repeated pairs their median, as on Results) of this learner's first comparison submitted
-    after `since` (when a guess was locked) that has finished: the run the guess was made for. None before then."""
+def comparison_since(mine: list[JobView], since: float | None) -> JobView | None:
+    """This learner's first comparison submitted after `since` (when a guess was locked) that has finished with a
+    pair: the run the guess was made for. None before then."""
     if since is None:
         return None
     for job in mine:  # oldest first
         if job.spec.purpose == "comparison" and job.created_at >= since and job.status == "done":
-            found = headline(job.results)
-            if found is not None:
-                return found.speedup
+            if headline(job.results) is not None:
+                return job
     return None
+
+
+def speedup_since(mine: list[JobView], since: float | None) -> float | None:
+    """The speedup (over repeated pairs their median, as on Results) of comparison_since's job; None before it."""
+    job = comparison_since(mine, since)
+    return None if job is None else headline(job.results).speedup
+
+
+def why_this_speedup(job: JobView | None) -> str | None:
+    """The sentence Results explains a comparison with (lessons/interpret.py), for a guess's reveal."""
+    if job is None:
+        return None
+    found = headline(job.results)
+    return interpret(found.baseline, found.candidate, found.interval, runs=list(found.runs))
 
 
 def refusal(spec: JobSpec) -> str | None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import streamlit as st
 
 from ui import server_bundle
@@ -10,8 +12,19 @@ from ui.identity import learner_id
 SKIPPED = "skipped"
 
 
-def closeness(guess: float, answer: float, span: float) -> str:
-    """How far a guess was from the measured answer, in words; `span` is the guess slider's range."""
+# On a log scale (ratios, shares): within 10% of the answer is spot on, within a factor of 1.5 close.
+SPOT_ON_FACTOR, CLOSE_FACTOR = 1.1, 1.5
+
+
+def closeness(guess: float, answer: float, span: float, log: bool = False) -> str:
+    """How far a guess was from the measured answer, in words: on a log scale for a ratio or a share (`log`: 1.2x
+    against 1.0x is as far as 0.6x against 0.5x), else as a share of `span`, the slider's range."""
+    if log and guess > 0 and answer > 0:
+        factor = max(answer / guess, guess / answer)
+        if factor <= SPOT_ON_FACTOR:
+            return "spot on"
+        side = "higher" if answer > guess else "lower"
+        return f"{'close' if factor <= CLOSE_FACTOR else 'off'}: the measured value is {factor:.1f} times {side}"
     off = abs(guess - answer) / span if span else 0.0
     if off <= 0.05:
         return "spot on"
@@ -20,7 +33,8 @@ def closeness(guess: float, answer: float, span: float) -> str:
 
 
 def predict_then_check(key: str, question: str, *, low: float, high: float, default: float, step: float,
-                       fmt: str, answer: float | None, pending: str = "") -> bool:
+                       fmt: str, answer: float | None, pending: str = "", log: bool = False,
+                       options: Sequence[float] | None = None, why: str | None = None) -> bool:
     """A guess slider and a lock button; once locked, the guess beside the measured `answer` (printf `fmt`).
     Returns True once the learner has locked a guess (or asked to skip it), so a page can hold its answer back
     until then."""
@@ -29,8 +43,12 @@ def predict_then_check(key: str, question: str, *, low: float, high: float, defa
         st.markdown(f"**Predict, then check.** {question}")
         guess = locked(key)
         if guess is None:
-            chosen = st.slider("Your guess", min_value=low, max_value=high, value=default, step=step, format=fmt,
-                               key=f"{state}-slider")
+            if options:  # a log-spaced choice (a ratio or share that spans decades)
+                chosen = st.select_slider("Your guess", options=list(options), value=default,
+                                          format_func=lambda value: fmt % value, key=f"{state}-slider")
+            else:
+                chosen = st.slider("Your guess", min_value=low, max_value=high, value=default, step=step, format=fmt,
+                                   key=f"{state}-slider")
             lock, skip = st.columns([1, 3])
             if lock.button("Lock in my guess", key=f"{state}-lock"):
                 _lock(key, question, chosen, fmt)
@@ -47,7 +65,9 @@ def predict_then_check(key: str, question: str, *, low: float, high: float, defa
             st.markdown(f"Your guess: **{fmt % guess}**. {pending or 'The answer appears once it is measured.'}")
         else:
             st.markdown(f"Your guess: **{fmt % guess}** · measured: **{fmt % answer}** "
-                        f"({closeness(guess, answer, high - low)}).")
+                        f"({closeness(guess, answer, high - low, log)}).")
+        if answer is not None and why:
+            st.markdown(f"**Why:** {why}")
         if st.button("Guess again", key=f"{state}-again"):
             server_bundle.guesses().forget(learner_id(), key)
             st.session_state.pop(state, None)

@@ -84,3 +84,12 @@ def test_only_values_at_or_below_half_the_smallest_subnormal_vanish_and_only_655
     # Between 2^-25 and 2^-24 a value rounds up to the smallest subnormal; between 65504 and 65520, down to 65504.
     outcome = scale_outcome(np.array([2.0**-25, 1.5 * 2.0**-25, 65519.0, 65520.0], dtype=np.float32))
     assert (outcome.underflow, outcome.subnormal, outcome.overflow) == (1, 1, 1)
+
+
+def test_the_default_scale_is_read_from_torch_and_the_search_is_counted_in_halvings():
+    from lessons.underflow import FP16_OVERFLOW, default_init_scale, search_skips
+
+    assert default_init_scale() == 2.0**16
+    assert search_skips(0.037, 2.0**24) == 4  # 620,757 -> 310,378 -> 155,189 -> 77,595 -> 38,797 < 65,520
+    assert search_skips(0.037, 2.0**16) == 0 and search_skips(0.0, 2.0**24) == 0
+    assert search_skips(FP16_OVERFLOW / 2**20, 2.0**24) == 5  # 4 halvings reach 65,520 exactly: still inf

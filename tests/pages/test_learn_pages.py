@@ -52,11 +52,12 @@ def test_number_formats_page_shows_bits_and_ranges(app):
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     markdown = " ".join(" ".join(texts(app.markdown)).split())
     assert "of the nonzero gradient values would become exactly zero" in markdown
-    assert "Your guess: **10.00%** · measured: **0." in markdown
+    assert "Your guess: **1%** · measured: **" in markdown  # a log-spaced choice, 0.001% to 50%
+    assert "**Why:** fp16 rounds a magnitude below half its smallest subnormal, 2^-25 = 3e-08, to zero" in markdown
     from ui import server_bundle
 
     (kept,) = server_bundle.guesses().of(app.session_state["amp_lab_learner"].id)
-    assert kept.guess_shown == "10.00%" and f"measured: **{kept.answer_shown}**" in markdown  # for the lab report
+    assert kept.guess_shown == "1%" and f"measured: **{kept.answer_shown}**" in markdown  # for the lab report
 
     app.text_input[0].input("70000").run()
     assert not app.exception
@@ -140,7 +141,9 @@ def test_loss_scaling_page_shows_a_real_ablation_beside_the_default_line(state_d
     assert "Of the skips, 3 in a row at the start, the search down from 16,777,216" in markdown
     assert "the default's line stays flat at 65,536" in markdown
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
-    assert any("Your guess: **4** · measured: **3**" in m for m in texts(app.markdown))
+    # Three skips in a row from 2^24: the search the page asks learners to reason out from the largest gradient.
+    assert any("Your guess: **2** · measured: **3**" in m for m in texts(app.markdown))
+    assert any(m.startswith("**Why:**") and "halvings get it under" in m for m in texts(app.markdown))
 
 
 @pytest.mark.slow

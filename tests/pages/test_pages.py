@@ -102,9 +102,13 @@ def test_adding_amp_page_shows_the_diff_and_the_old_spellings_warning(app):
     from ui.lab_code import changed_lines
 
     removed, added = changed_lines()
+    markdown = " ".join(texts(app.markdown))
+    assert f"with {removed} lines changed and {added} lines in their place" in markdown
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     markdown = " ".join(texts(app.markdown))
-    assert f"Your guess: **6** · measured: **{added}**" in markdown and f"with {removed} lines changed" in markdown
+    # The scale a fresh GradScaler starts from, read from this torch; scored on a log scale, and the reveal says why.
+    assert "Your guess: **256x** · measured: **65536x** (off: the measured value is 256.0 times higher)" in markdown
+    assert "**Why:** GradScaler starts at init_scale=65,536, read from this torch's own signature" in markdown
 
 
 def test_run_page_offers_the_labs_settings(app):
