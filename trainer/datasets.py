@@ -18,7 +18,8 @@ def load_split(
 ) -> ImageSplit:
     """The first `limit` images (all when None) of one split; raises DatasetError for missing or damaged data.
 
-    `data_root` and `download` matter only for cifar10, `seed` only for synthetic data.
+    `download` matters only for cifar10, `seed` only for synthetic data. For synthetic data `data_root` may hold a
+    split prepared once (trainer.synthetic.prepare_synthetic): the same pixels, read instead of generated.
     """
     if source not in DATA_SOURCES:
         raise ConfigError(f"unknown data {source!r}: choose one of {', '.join(DATA_SOURCES)}")
@@ -26,7 +27,7 @@ def load_split(
         raise ConfigError(f"the image limit must be a whole number of at least 1, got {limit!r}")
     if source == "cifar10":
         return cifar10.read_cifar10(data_root, train, limit=limit, download=download)
-    return synthetic.make_synthetic(train, limit=limit, seed=seed)
+    return synthetic.make_synthetic(train, limit=limit, seed=seed, prepared_in=data_root)
 
 
 def cifar10_available(data_root: str) -> bool:

@@ -5,9 +5,20 @@ class's own hue. Every image shifts its pattern, varies contrast, colours and br
 distracting blob and pixel noise, so a small CNN learns the classes quickly but not instantly.
 Images are made in fixed-size chunks, each from its own random stream keyed by (seed, split, chunk), so
 the first N images of a split are the same whatever N is asked for.
+
+Generating all 60,000 images takes a few seconds. A caller that starts many runs on the same split (the GPU kit)
+can generate it once with `prepare_synthetic(folder)` and give each run `data_root=folder`: a run then reads the
+first N images from there, the same pixels it would have generated. A prepared file is named after this module's
+source and numpy's version, so one written by another generator is never read.
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+import zipfile
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -54,10 +65,65 @@ _CLASS_COLOURS = np.array(
 )
 
 
-def make_synthetic(train: bool, limit: int | None = None, seed: int = 0) -> ImageSplit:
-    """The first `limit` images (all when None) of the synthetic train or test split."""
+def make_synthetic(train: bool, limit: int | None = None, seed: int = 0,
+                   prepared_in: str | Path | None = None) -> ImageSplit:
+    """The first `limit` images (all when None) of the synthetic train or test split: read from `prepared_in` where
+    prepare_synthetic left enough of them there, else generated."""
     size = TRAIN_SIZE if train else TEST_SIZE
     count = size if limit is None else min(limit, size)
+    prepared = read_prepared(prepared_in, train, count, seed) if prepared_in is not None else None
+    if prepared is not None:
+        return prepared
+    return _generate(train, count, seed)
+
+
+def prepare_synthetic(folder: str | Path, seed: int = 0, train_limit: int | None = None,
+                      test_limit: int | None = None) -> list[Path]:
+    """Generate the first `train_limit` and `test_limit` images (all when None) of both splits once into `folder`,
+    for runs given `data_root=folder`; returns the files written."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for train, limit in ((True, train_limit), (False, test_limit)):
+        split = make_synthetic(train, limit, seed)
+        path = prepared_path(folder, train, seed)
+        partial = path.with_name(path.name + ".partial")
+        with open(partial, "wb") as handle:  # a file object: np.savez would add its own suffix to a name
+            np.savez(handle, images=split.images, labels=split.labels)
+        os.replace(partial, path)  # a prepare killed mid-write leaves no file a run could half-read
+        written.append(path)
+    return written
+
+
+def prepared_path(folder: str | Path, train: bool, seed: int) -> Path:
+    """Where prepare_synthetic keeps one split for this generator (its source and numpy's version)."""
+    return Path(folder) / f"synthetic-{_generator_version()}-seed{seed}-{'train' if train else 'test'}.npz"
+
+
+def read_prepared(folder: str | Path, train: bool, count: int, seed: int) -> ImageSplit | None:
+    """The first `count` images of a prepared split in `folder`; None where there is none, it holds fewer, or it
+    cannot be read (the caller then generates them)."""
+    try:
+        with np.load(prepared_path(folder, train, seed), allow_pickle=False) as saved:
+            images, labels = saved["images"], saved["labels"]
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
+        return None
+    expected = images.dtype == np.uint8 and images.shape[1:] == (SIZE, SIZE, 3) and labels.dtype == np.int64
+    if not expected or len(images) != len(labels) or len(labels) < count:
+        return None
+    return ImageSplit(images=np.ascontiguousarray(images[:count]), labels=np.ascontiguousarray(labels[:count]),
+                      classes=list(CLASSES), source="synthetic")
+
+
+@lru_cache(maxsize=1)
+def _generator_version() -> str:
+    """A short hash of this module's source and numpy's version: what decides the pixels of a seed."""
+    source = Path(__file__).read_bytes() + np.__version__.encode()
+    return hashlib.sha256(source).hexdigest()[:12]
+
+
+def _generate(train: bool, count: int, seed: int) -> ImageSplit:
+    """The first `count` images of a split, chunk by chunk."""
     templates = _class_templates()
     images = np.empty((count, SIZE, SIZE, 3), dtype=np.uint8)
     labels = np.empty(count, dtype=np.int64)
