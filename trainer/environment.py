@@ -16,6 +16,7 @@ from trainer.precision import tf32_flags
 
 # CPU features that decide how fast low-precision math runs on a CPU.
 CPU_FLAGS_OF_INTEREST = ("avx512f", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16", "amx_fp16")
+NVML_UUID_PREFIXES = ("GPU-", "MIG-")  # a whole GPU, a MIG slice of one
 
 
 def _cpu_fp16_note(amx_fp16: bool) -> str:
@@ -74,7 +75,7 @@ def capture_environment(device: torch.device) -> dict:
         "device_index": None,
         "compute_capability": None,
         "gpu_memory_total_bytes": None,
-        "gpu_uuid": None,  # NVML's spelling, "GPU-...": which of a server's GPUs ran it
+        "gpu_uuid": None,  # NVML's spelling, "GPU-..." or a MIG slice's "MIG-...": which of a server's GPUs ran it
         "torch_version": torch.__version__,
         "cuda_version": torch.version.cuda,
         "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
@@ -95,11 +96,42 @@ def capture_environment(device: torch.device) -> dict:
             device_index=index,
             compute_capability=f"{props.major}.{props.minor}",
             gpu_memory_total_bytes=int(props.total_memory),
-            gpu_uuid=f"GPU-{props.uuid}",
+            gpu_uuid=nvml_uuid(str(props.uuid), index),
         )
     env["tf32_in_effect"] = tf32_in_effect(env)
     env["tf32_capable"] = tf32_capable(env)
     return env
+
+
+def nvml_uuid(cuda_uuid: str, index: int) -> str:
+    """A CUDA device's UUID as NVML and nvidia-smi spell it: "MIG-..." for a MIG slice, else "GPU-...".
+
+    torch gives the bare hexadecimal UUID for both. A MIG slice is known by the name CUDA_VISIBLE_DEVICES gives it
+    (how a server pins a job to one) or, failing that, by NVML knowing a MIG device of that UUID."""
+    if cuda_uuid.startswith(NVML_UUID_PREFIXES):  # already spelt as NVML spells it
+        return cuda_uuid
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+    named_mig = index < len(visible) and visible[index].strip().startswith("MIG-")
+    if named_mig or _nvml_knows(f"MIG-{cuda_uuid}"):
+        return f"MIG-{cuda_uuid}"
+    return f"GPU-{cuda_uuid}"
+
+
+def _nvml_knows(uuid: str) -> bool:
+    """Whether NVML has a device of this UUID (False without NVML)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # no pynvml, or no driver library: nothing to ask
+        return False
+    try:
+        pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        return True
+    except Exception:  # NVMLError_NotFound, or a driver that cannot look MIG devices up by UUID
+        return False
+    finally:
+        pynvml.nvmlShutdown()
 
 
 def tf32_capable(env: dict) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 
 import psutil
 import torch
@@ -154,26 +155,50 @@ def steady_throughput(images_after_warmup: int, seconds_after_warmup: float) -> 
     return images_after_warmup / seconds_after_warmup
 
 
-class _PeakSampler(threading.Thread):
-    """Polls `read()` every `interval` seconds in the background and keeps the largest value."""
+class _PeakSampler:
+    """Polls `read()` every `interval` seconds in a background thread and keeps the largest value.
+
+    The thread is stopped before every fork of this process and started again after it (a run starts sampling
+    before its DataLoader forks its workers): a worker never inherits a sampler caught in the middle of a reading,
+    holding a lock of NVML's or of the allocator's that nothing in the worker would ever release."""
 
     def __init__(self, read, interval: float):
-        super().__init__(daemon=True, name="amp-lab-memory-sampler")
         self._read = read
         self._interval = interval
+        self._thread: threading.Thread | None = None
         self._stop_event = threading.Event()
         self.failed: str | None = None  # the last failed reading, if any
         self.peak = read()
 
-    def run(self) -> None:
-        while not self._stop_event.wait(self._interval):
-            self._sample()
+    def start(self) -> None:
+        _SAMPLING.add(self)
+        self._launch()
+
+    def is_alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
 
     def stop(self) -> int:
-        self._stop_event.set()
-        self.join()
+        _SAMPLING.discard(self)  # before the thread stops, so that a fork cannot start it again
+        self._halt()
         self._sample()
         return self.peak
+
+    def _launch(self) -> None:
+        self._stop_event = threading.Event()  # a fresh one per thread: an old thread's stop stays its own
+        self._thread = threading.Thread(target=self._run, args=(self._stop_event,), daemon=True,
+                                        name="amp-lab-memory-sampler")
+        self._thread.start()
+
+    def _halt(self) -> None:
+        """Stop the thread and wait until it has left any reading it was in."""
+        if self._thread is not None:
+            self._stop_event.set()
+            self._thread.join()
+            self._thread = None
+
+    def _run(self, stop_event: threading.Event) -> None:
+        while not stop_event.wait(self._interval):
+            self._sample()
 
     def _sample(self) -> None:
         # A reading that fails (NVML can, now and then) keeps the peak so far: the run's result must not be lost.
@@ -181,6 +206,27 @@ class _PeakSampler(threading.Thread):
             self.peak = max(self.peak, self._read())
         except Exception as error:  # noqa: BLE001 (any reader's error; it is recorded, not raised)
             self.failed = f"{type(error).__name__}: {error}"
+
+
+# The samplers whose thread runs now: paused around each fork of the process (see _PeakSampler).
+_SAMPLING: weakref.WeakSet[_PeakSampler] = weakref.WeakSet()
+
+
+def _pause_samplers() -> None:
+    for sampler in list(_SAMPLING):
+        sampler._halt()
+
+
+def _resume_samplers() -> None:
+    for sampler in list(_SAMPLING):
+        sampler._launch()
+
+
+def _forget_samplers() -> None:
+    _SAMPLING.clear()  # a forked child samples nothing: its copies of the samplers have no thread
+
+
+os.register_at_fork(before=_pause_samplers, after_in_parent=_resume_samplers, after_in_child=_forget_samplers)
 
 
 class MemoryMonitor:
