@@ -7,7 +7,9 @@ and its runs), then another with the page too: the last line is the whole answer
 the process still leaves the job's line. Streamlit is imported before the job runs; when it cannot be, the job
 still runs and the page is reported as not rendered, with why, in one line.
 
-    python -m bench.app_check --device cuda --state-dir DIR [--amp amp-fp16] [--subset N] [--epochs E]
+    python -m bench.app_check --device cuda --state-dir DIR [--amp amp-fp16] [--subset N] [--epochs E] [--batch-size B]
+
+The job's line holds each run's whole result too ("results"), which the kit keeps as a reference comparison.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ APP = REPO_ROOT / "app.py"
 RESULTS_PAGE = "pages/results.py"
 
 
-def run_comparison(device: str, amp: str, subset: int, epochs: int, deadline: float) -> dict:
+def run_comparison(device: str, amp: str, subset: int, epochs: int, deadline: float, batch_size: int = 256) -> dict:
     """Submit one compare job to a JobManager on the instructor's settings (from AMP_LAB_*) and wait for it."""
     from server.jobs import JobManager
     from server.records import JobSpec
@@ -37,7 +39,7 @@ def run_comparison(device: str, amp: str, subset: int, epochs: int, deadline: fl
     manager = JobManager(settings)
     try:
         common = {"data": "synthetic", "epochs": epochs, "subset": subset, "test_subset": min(subset, 1000),
-                  "device": device, "loader": "resident", "num_workers": 0}
+                  "batch_size": batch_size, "device": device, "loader": "resident", "num_workers": 0}
         spec = JobSpec("compare", [RunConfig(precision="fp32", **common), RunConfig(precision=amp, **common)],
                        label=f"gpu-check: fp32 vs {amp}")
         job_id = manager.submit("gpu-check", spec)
@@ -71,6 +73,7 @@ def run_comparison(device: str, amp: str, subset: int, epochs: int, deadline: fl
             }
             for result in view.results
         ],
+        "results": [result.to_dict() for result in view.results],
     }
 
 
@@ -122,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--amp", default="amp-fp16", help="the AMP mode compared with fp32")
     parser.add_argument("--subset", type=int, default=10240, help="training images per run")
     parser.add_argument("--epochs", type=int, default=1, help="epochs per run")
+    parser.add_argument("--batch-size", type=int, default=256, help="images per step")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds the job may take")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -133,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         "AMP_LAB_DEVICE": args.device,
     })
     app_test, import_error = load_app_test()
-    report = {"job": run_comparison(args.device, args.amp, args.subset, args.epochs, started + args.timeout)}
+    report = {"job": run_comparison(args.device, args.amp, args.subset, args.epochs, started + args.timeout,
+                                    args.batch_size)}
     job_s = time.monotonic() - started
     report["timings_s"] = {"job": round(job_s, 1)}
     print(json.dumps(report), flush=True)  # the job's figures, whatever the page does next

@@ -32,13 +32,17 @@ from pathlib import Path
 import torch
 
 from bench.cuda_only import gpu_test_files
+from bench.kit_reference import FOLDER as REFERENCE_FOLDER
+from bench.kit_reference import KitReference, write_references
 from bench.run_bench import Row, format_table, format_targets
 from server.batch_probe import PROBE_CEILING, PROBE_START, probe_max_batch
+from server.offer import QUICK_DEMO
 from trainer.child_process import REPO_ROOT, ChildProcessError
-from trainer.config import PRECISIONS, RunConfig
+from trainer.config import AMP_PRECISIONS, PRECISIONS, RunConfig
 from trainer.errors import CancelledError, TrainerError, one_line
 from trainer.isolated import run_isolated
 from trainer.results import MEMORY_LABELS, RunResult, compare
+from trainer.synthetic import prepare_synthetic
 
 JSON_NAME = "gpu-check.json"
 MD_NAME = "gpu-check.md"
@@ -67,6 +71,12 @@ EXIT_OK, EXIT_STEP_FAILED, EXIT_BAD_ARGUMENTS = 0, 1, 2
 # others.
 LAB_BASELINE = "fp32-default"
 LAB_MODES = (LAB_BASELINE, *(mode for mode in PRECISIONS if mode != LAB_BASELINE))
+# Step 3's runs go most valuable first, so that a step that runs long loses the least: the lab's own comparison as its
+# script runs (its DataLoader, fp32 as PyTorch defaults against fp16 with the GradScaler), then the device's own
+# figures with the data resident (strict fp32 against each AMP mode first), the sweep's second point, then the
+# DataLoader's other modes.
+LAB_COMPARISON = (LAB_BASELINE, "amp-fp16")
+RESIDENT_ORDER = ("fp32", "amp-fp16", "amp-bf16", LAB_BASELINE, "tf32")
 
 
 @dataclass(frozen=True)
@@ -82,12 +92,17 @@ class Plan:
     lab_batch_size: int
     lab_warmup_steps: int
     lab_dataloader_modes: tuple[str, ...] | None  # the modes also run with the lab's DataLoader; None: every mode
+    lab_min_steady_s: float  # CUDA resident runs: whole epochs added until this many seconds are timed after warm-up
+    sweep_batch_size: int  # step 3 also runs strict fp32 and the demo's AMP mode here: a second point of a sweep
     workers: int  # DataLoader workers in steps 3 and 5
     probe_precisions: tuple[str, ...]  # step 4; tf32 keeps fp32 tensors, so its footprint is fp32's
+    breakdown_precisions: tuple[str, ...]  # step 4's memory page breakdown, one step of each
+    breakdown_batches: tuple[int, int]  # ... at these two batch sizes (their difference gives the bytes per image)
     bench_args: tuple[str, ...]  # step 5, passed to python -m bench.run_bench
-    app_amp: str  # step 6: the AMP mode compared with fp32
+    app_amp: str  # step 6: the AMP mode compared with fp32 where step 1 did not name this device's best
     app_subset: int
     app_epochs: int
+    app_batch_size: int
 
 
 def make_plan(quick: bool, device_type: str) -> Plan:
@@ -103,12 +118,21 @@ def make_plan(quick: bool, device_type: str) -> Plan:
             step_caps_s={"environment": 30, "cuda_tests": 60, "lab_workload": 200, "memory": 40,
                          "benchmark": 100, "app": 80},
             lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5,
-            lab_dataloader_modes=None, workers=4,
+            lab_dataloader_modes=None,
+            # An H200 trains the lab's 5 epochs in about a second: a few seconds of steady window measure the
+            # arithmetic rather than one-off setup (cuDNN's plans, lazy kernel loading, clocks ramping up).
+            lab_min_steady_s=3.0,
+            sweep_batch_size=1024,  # the sweep page's largest default (server.offer.sweep_defaults: 64, 256, 1024)
+            workers=4,
             # Each try of the search is a fresh process; amp-bf16 keeps the same 16-bit activations as amp-fp16.
             probe_precisions=("fp32", "amp-fp16"),
+            # 4096: the memory page's largest batch (lessons.memory_breakdown.MAX_BATCH).
+            breakdown_precisions=("fp32", "amp-fp16"), breakdown_batches=(256, 4096),
             # A GPU run is mostly process start, so one repeat of 200 steps; raise --repeats when time allows.
             bench_args=("--subset", "25600", "--epochs", "2", "--repeats", "1", "--workers", "4"),
-            app_amp=amp, app_subset=12800, app_epochs=2,
+            # The Run page's quick demo, as server.offer.QUICK_DEMO sizes it (resident, synthetic data).
+            app_amp=amp, app_subset=QUICK_DEMO["subset"], app_epochs=QUICK_DEMO["epochs"],
+            app_batch_size=QUICK_DEMO["batch_size"],
         )
     # The quick plan runs inside `make test` on 2 cores, where a fresh process costs more than its training: a few
     # small batches per run (fp16, and bf16 without AMX, are tens of times slower than fp32 on a CPU), the DataLoader
@@ -119,12 +143,47 @@ def make_plan(quick: bool, device_type: str) -> Plan:
         step_caps_s={"environment": 45, "cuda_tests": 120, "lab_workload": 120, "memory": 60, "benchmark": 130,
                      "app": 90},
         lab_epochs=1, lab_subset=96, lab_test_subset=32, lab_batch_size=32, lab_warmup_steps=1,
-        lab_dataloader_modes=("fp32",), workers=2,
-        probe_precisions=("amp-fp16",),
+        lab_dataloader_modes=("fp32",), lab_min_steady_s=0.5, sweep_batch_size=16, workers=2,
+        probe_precisions=("amp-fp16",), breakdown_precisions=("fp32", amp), breakdown_batches=(8, 32),
         bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
                     "--test-subset", "32", *bench_modes),
-        app_amp=amp, app_subset=64, app_epochs=1,
+        app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32,
     )
+
+
+def lab_runs(plan: Plan, sweep_amp: str) -> list[tuple[str, str, int]]:
+    """Step 3's runs as (loader, precision, batch size), most valuable first (LAB_COMPARISON, RESIDENT_ORDER)."""
+    batch = plan.lab_batch_size
+    dataloader = [mode for mode in LAB_MODES if plan.lab_dataloader_modes is None or mode in plan.lab_dataloader_modes]
+    return ([("dataloader", mode, batch) for mode in LAB_COMPARISON if mode in dataloader]
+            + [("resident", mode, batch) for mode in RESIDENT_ORDER]
+            + [("resident", mode, plan.sweep_batch_size) for mode in ("fp32", sweep_amp)]
+            + [("dataloader", mode, batch) for mode in dataloader if mode not in LAB_COMPARISON])
+
+
+def lab_time_s(result: RunResult, epochs: int) -> float:
+    """The time of a run's first `epochs` epochs, warm-up included: the lab's work, without the epochs a run added
+    only to lengthen its steady window."""
+    return sum(result.epoch_times_s[:epochs])
+
+
+def per_image_figures(breakdowns: list[dict], memory_total: int | None) -> dict:
+    """Per precision, from the memory page's breakdown at two batch sizes: the bytes each image adds to the step's
+    peak (the allocator's), what the process holds whatever the batch (the rest of the stacked bar: weights,
+    optimizer state, and on a GPU the allocator's reserve and the CUDA context), and the batch at which the two would
+    fill `memory_total` if both grew as measured: an extrapolation, not a measurement."""
+    figures = {}
+    for precision in dict.fromkeys(b["precision"] for b in breakdowns):
+        small, *_, large = sorted((b for b in breakdowns if b["precision"] == precision), key=lambda b: b["batch_size"])
+        if large["batch_size"] == small["batch_size"]:
+            continue
+        per_image = (large["peak"] - small["peak"]) / (large["batch_size"] - small["batch_size"])
+        fixed = sum(small["components"].values()) - per_image * small["batch_size"]
+        limit = int((memory_total - fixed) // per_image) if memory_total and per_image > 0 else None
+        figures[precision] = {"bytes_per_image": round(per_image), "fixed_bytes": round(fixed),
+                              "memory_total_bytes": memory_total, "extrapolated_largest_batch": limit,
+                              "from_batches": [small["batch_size"], large["batch_size"]]}
+    return figures
 
 
 def default_budget(plan: Plan, only: set[int] | None) -> float:
@@ -185,7 +244,9 @@ class Kit:
         self.records = [StepRecord(i + 1, name, title) for i, (name, title) in enumerate(STEPS)]
         self.supported_modes: list[str] | None = None  # from step 1; None: unknown, let each run say
         self.refused: dict[str, str] = {}  # mode -> why this device cannot run it, from step 1
-        self.lab_results: dict[tuple[str, str], RunResult] = {}
+        self.lab_results: dict[tuple[str, str, int], RunResult] = {}  # (precision, loader, batch size) -> result
+        self.prepared_root: Path | None = None  # step 3's synthetic split, generated once for all its runs
+        self.references: list[KitReference] = []  # written to out/reference/ as they are made
         self.tests_dir = REPO_ROOT / "tests"  # step 2 collects the files here that hold CUDA-only tests
         self.sees_cuda: bool | None = None  # step 1's answer; else asked here at the first step that needs a GPU
 
@@ -307,43 +368,66 @@ class Kit:
         rows = []
         record.data = {"settings": {"data": "synthetic", "epochs": plan.lab_epochs, "subset": plan.lab_subset,
                                     "test_subset": plan.lab_test_subset, "batch_size": plan.lab_batch_size,
-                                    "warmup_steps": plan.lab_warmup_steps, "workers": plan.workers},
-                       "rows": rows}
-        runs = [("resident", precision) for precision in LAB_MODES]
-        runs += [("dataloader", precision) for precision in LAB_MODES
-                 if plan.lab_dataloader_modes is None or precision in plan.lab_dataloader_modes]
+                                    "warmup_steps": plan.lab_warmup_steps, "workers": plan.workers,
+                                    "min_steady_s": self.min_steady_s("resident"),
+                                    "sweep_batch_size": plan.sweep_batch_size},
+                       "prepared_split": self.prepare_split(), "rows": rows}
+        runs = lab_runs(plan, self.demo_amp())
         runs_left = len(runs)
-        # The resident loader first: its runs are short, so the GPU's own figures are in even if time runs out.
-        for loader, precision in runs:
-            row = {"precision": precision, "loader": loader}
+        for loader, precision, batch_size in runs:
+            row = {"precision": precision, "loader": loader, "batch_size": batch_size}
             rows.append(row)
             if self.supported_modes is not None and precision not in self.supported_modes:
                 row.update(status="skipped", reason=self.refusal(precision))
             elif time.monotonic() > deadline - MIN_STEP_S:
                 row.update(status="timed out", reason="the step's time ran out before this run")
             else:
-                row.update(self.lab_run(record, precision, loader, self.run_deadline(deadline, runs_left)))
+                row.update(self.lab_run(record, precision, loader, batch_size,
+                                        self.run_deadline(deadline, runs_left)))
                 if row["status"] == "skipped" and self.supported_modes is not None:  # step 1 found it supported
                     row.update(status="failed", reason=f"step 1 found {precision} supported here, yet the run "
                                                         f"refused it: {row['reason']}")
             runs_left -= 1
             self.write()
         for row in rows:
-            result = self.lab_results.get((row["precision"], row["loader"]))
-            baseline = self.lab_results.get(("fp32", row["loader"]))
-            if result is not None and baseline is not None and row["precision"] != "fp32":
-                comparison = compare(baseline, result)
-                row["speedup_vs_fp32"] = comparison.speedup
-                row["throughput_vs_fp32"] = comparison.throughput_speedup
-                row["memory_saved_pct"] = comparison.memory_reduction_pct
-            # The lab's own figure: against its baseline as its script runs, TF32 convolutions and all.
-            lab_baseline = self.lab_results.get((LAB_BASELINE, row["loader"]))
-            if result is not None and lab_baseline is not None and row["precision"] != LAB_BASELINE:
-                row["speedup_vs_lab_baseline"] = compare(lab_baseline, result).speedup
+            row.update(self.speedups(row["precision"], row["loader"], row["batch_size"]))
+        self.add_references(self.sweep_references())
         status, reason = _worst(rows)
         if status == "ok" and not any(row["status"] == "ok" for row in rows):
             return "failed", "no mode ran: " + "; ".join(f"{r['precision']} {r['loader']}: {r['reason']}" for r in rows)
         return status, reason
+
+    def prepare_split(self) -> dict:
+        """Step 3's synthetic split, generated once for every run to read (the pixels each would have generated)."""
+        folder = self.work / "synthetic"
+        started = time.monotonic()
+        try:
+            prepare_synthetic(folder, seed=RunConfig().seed, train_limit=self.plan.lab_subset,
+                              test_limit=self.plan.lab_test_subset)
+        except OSError as err:  # a full disk, say: each run then generates its own, as it always could
+            return {"status": "failed", "reason": f"each run generates its own split: {one_line(err)}"}
+        self.prepared_root = folder
+        return {"status": "ok", "folder": str(folder), "seconds": round(time.monotonic() - started, 1)}
+
+    def min_steady_s(self, loader: str) -> float:
+        """The steady window a run of step 3 must reach: a CUDA resident run's lab epochs last about a second."""
+        return self.plan.lab_min_steady_s if (self.device_type, loader) == ("cuda", "resident") else 0.0
+
+    def speedups(self, precision: str, loader: str, batch_size: int) -> dict:
+        """One run against strict fp32 and against the lab's baseline, same loader and batch: the lab's epochs'
+        time (warm-up included) and the steady throughput."""
+        result = self.lab_results.get((precision, loader, batch_size))
+        found = {}
+        for name, other in (("fp32", "fp32"), ("lab_baseline", LAB_BASELINE)):
+            baseline = self.lab_results.get((other, loader, batch_size))
+            if result is None or baseline is None or precision == other:
+                continue
+            found[f"speedup_vs_{name}"] = lab_time_s(baseline, self.plan.lab_epochs) / lab_time_s(
+                result, self.plan.lab_epochs)
+            found[f"throughput_vs_{name}"] = compare(baseline, result).throughput_speedup
+            if name == "fp32":
+                found["memory_saved_pct"] = compare(baseline, result).memory_reduction_pct
+        return found
 
     @staticmethod
     def run_deadline(deadline: float, runs_left: int) -> float:
@@ -352,22 +436,30 @@ class Kit:
         left = deadline - time.monotonic()
         return min(deadline, time.monotonic() + max(60.0, 2 * left / max(1, runs_left)))
 
-    def lab_run(self, record: StepRecord, precision: str, loader: str, deadline: float) -> dict:
-        """One `python -m trainer run` in a fresh process; its figures, or why it did not run."""
+    def lab_args(self, precision: str, loader: str, batch_size: int, path: Path) -> list[str]:
+        """The `python -m trainer run` arguments of one run of step 3."""
         plan = self.plan
-        path = self.work / f"lab-{precision}-{loader}.json"
         args = ["-m", "trainer", "run", "--precision", precision, "--loader", loader, "--data", "synthetic",
                 "--device", self.device_type, "--epochs", str(plan.lab_epochs),
-                "--batch-size", str(plan.lab_batch_size), "--warmup-steps", str(plan.lab_warmup_steps),
+                "--batch-size", str(batch_size), "--warmup-steps", str(plan.lab_warmup_steps),
                 "--workers", str(plan.workers), "--json", str(path)]
         if plan.lab_subset is not None:
             args += ["--subset", str(plan.lab_subset)]
         if plan.lab_test_subset is not None:
             args += ["--test-subset", str(plan.lab_test_subset)]
+        if self.min_steady_s(loader):
+            args += ["--min-steady-s", f"{self.min_steady_s(loader):g}"]
+        if self.prepared_root is not None:
+            args += ["--data-root", str(self.prepared_root)]
+        return args
+
+    def lab_run(self, record: StepRecord, precision: str, loader: str, batch_size: int, deadline: float) -> dict:
+        """One `python -m trainer run` in a fresh process; its figures, or why it did not run."""
+        path = self.work / f"lab-{precision}-{loader}-{batch_size}.json"
         record.count(processes=1)
-        print(f"    lab: {precision} with the {loader} loader", flush=True)
+        print(f"    lab: {precision} with the {loader} loader, batch {batch_size}", flush=True)
         try:
-            done = _child(args, deadline)
+            done = _child(self.lab_args(precision, loader, batch_size, path), deadline)
         except StepTimeout as err:
             return {"status": "timed out", "reason": str(err)}
         if done.returncode == 2:  # a mode this device cannot run: the trainer says why in one line
@@ -375,34 +467,77 @@ class Kit:
         if done.returncode != 0 or not path.exists():
             return {"status": "failed", "reason": f"exit code {done.returncode}: {_tail(done.stderr)}"}
         result = RunResult.from_json(path.read_text(encoding="utf-8"))
-        self.lab_results[(precision, loader)] = result
+        self.lab_results[(precision, loader, batch_size)] = result
         record.count(steps=result.total_steps, images=result.train_images)
         return {
             "status": "ok",
             "total_time_s": result.total_time_s,
+            "lab_time_s": lab_time_s(result, self.plan.lab_epochs),
+            "epochs_run": len(result.epoch_times_s),
             "steady_images_per_s": result.steady_images_per_s,
             "peak_memory": result.peak_memory,
+            "resident_data_bytes": result.resident_data_bytes,
             "test_accuracy": result.test_accuracy,
             "skipped_steps": result.skipped_steps,
             "total_steps": result.total_steps,
             "train_images": result.train_images,
             "tf32_flags": {k: result.environment.get(k) for k in ("cuda_matmul_allow_tf32", "cudnn_allow_tf32")},
+            "timing": (result.timing_quality or {}).get("verdict"),
             "warnings": result.warnings,
         }
 
     def memory(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         pictures = [
-            {"precision": p, "loader": loader, "peak_memory": result.peak_memory}
-            for (p, loader), result in self.lab_results.items()
+            {"precision": p, "loader": loader, "batch_size": batch, "peak_memory": result.peak_memory,
+             "resident_data_bytes": result.resident_data_bytes}
+            for (p, loader, batch), result in self.lab_results.items() if batch == self.plan.lab_batch_size
         ]
-        record.data = {
-            "memory_source": "the peak memory of step 3's runs, per precision and loader",
-            "memory": pictures,
-            "memory_page": {"status": "skipped", "reason": memory_page_note()},
-        }
+        record.data = {"memory_source": "the peak memory of step 3's runs, per precision and loader",
+                       "memory": pictures}
+        # The breakdown first, in at most half the step: the search may take all of its time where the model does
+        # not fit at the search's ceiling, and the breakdown is what says how far the limit is on a large GPU.
+        half = time.monotonic() + max(MIN_STEP_S, (deadline - time.monotonic()) / 2)
+        page = record.data["memory_page"] = self.memory_breakdown(record, min(deadline, half))
+        self.write()
+        page_problem = None if page["status"] == "ok" else (
+            page["status"], f"the memory page's breakdown {page['status']}: {page['reason']}")
         if self.device_type != "cuda":
             record.data["largest_batch"] = {"status": "skipped", "reason": NO_GPU}
-            return "ok", f"the largest-batch search skipped: {NO_GPU}; the memory picture is step 3's"
+            return page_problem or ("ok", f"the largest-batch search skipped: {NO_GPU}")
+        status, reason = self.largest_batch(record, deadline)
+        if status == "ok" and page_problem:
+            return page_problem
+        return status, reason
+
+    def memory_breakdown(self, record: StepRecord, deadline: float) -> dict:
+        """The memory page's breakdown of one step (lessons.memory_breakdown, in a fresh process as the page runs
+        it) at two batch sizes, and what the two give per image."""
+        plan = self.plan
+        precisions = [p for p in plan.breakdown_precisions
+                      if self.supported_modes is None or p in self.supported_modes]
+        args = ["-m", "lessons.memory_breakdown", "--precisions", ",".join(precisions),
+                "--batch-sizes", ",".join(str(b) for b in plan.breakdown_batches), "--device", self.device_type]
+        found = {"command": "python " + shlex.join(args)}
+        print(f"    memory page breakdown: {', '.join(precisions)} at batch "
+              f"{' and '.join(str(b) for b in plan.breakdown_batches)}", flush=True)
+        # Each measurement is two steps: a warm-up step in fp32, then the measured one.
+        record.count(processes=1, steps=2 * len(precisions) * len(plan.breakdown_batches),
+                     images=2 * len(precisions) * sum(plan.breakdown_batches))
+        try:
+            found["breakdowns"] = _json_child(args, deadline)
+        except StepTimeout as err:
+            return {**found, "status": "timed out", "reason": str(err)}
+        except (ChildProcessError, ValueError) as err:  # a failed child, or a last line that is not its JSON
+            return {**found, "status": "failed", "reason": one_line(err)}
+        found["per_image"] = per_image_figures(found["breakdowns"], self.gpu_memory_total())
+        return {**found, "status": "ok", "reason": None}
+
+    def gpu_memory_total(self) -> int | None:
+        """The GPU's memory as torch reports it, from step 1 (None on a CPU, or when step 1 did not run)."""
+        return (self.records[0].data.get("environment") or {}).get("gpu_memory_total_bytes")
+
+    def largest_batch(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        """The largest-batch search, one precision at a time, each result kept as soon as it is found."""
         found: dict[str, int | None] = {}
         record.data["largest_batch"] = {"status": "ok", "batch": found, "notes": {}}
         notes = record.data["largest_batch"]["notes"]
@@ -411,7 +546,9 @@ class Kit:
             record.count(processes=1, steps=2, images=2 * config.batch_size)
             return run_isolated(config, should_cancel=should_cancel)
 
-        base = RunConfig(data="synthetic", device="cuda", loader="resident", num_workers=0)
+        # Step 3's prepared split, where it holds enough images: the same pixels, without generating them each try.
+        data_root = str(self.prepared_root) if self.prepared_root is not None else RunConfig().data_root
+        base = RunConfig(data="synthetic", data_root=data_root, device="cuda", loader="resident", num_workers=0)
         for precision in self.plan.probe_precisions:
             if self.supported_modes is not None and precision not in self.supported_modes:
                 notes[precision] = self.refusal(precision)
@@ -479,8 +616,8 @@ class Kit:
         plan = self.plan
         job_s = max(10.0, deadline - time.monotonic() - PAGE_RESERVE_S)
         args = ["-m", "bench.app_check", "--device", self.device_type, "--state-dir", str(self.work / "app"),
-                "--amp", plan.app_amp, "--subset", str(plan.app_subset), "--epochs", str(plan.app_epochs),
-                "--timeout", f"{job_s:.0f}"]
+                "--amp", self.demo_amp(), "--subset", str(plan.app_subset), "--epochs", str(plan.app_epochs),
+                "--batch-size", str(plan.app_batch_size), "--timeout", f"{job_s:.0f}"]
         record.count(processes=4)  # the check, the two runs, the app's hardware query on a GPU (at most)
         # The check prints the job's line before it renders the page: a page that crashes or hangs keeps the job.
         ended = _child_until(args, deadline)
@@ -489,15 +626,87 @@ class Kit:
             if ended.timed_out:
                 raise StepTimeout(f"{ended.problem}, before its job ended")
             raise ChildProcessError(ended.problem or "python -m bench.app_check printed no JSON")
+        results = [RunResult.from_dict(run) for run in report["job"].pop("results", [])]  # kept in the reference
         record.data = report
         report.setdefault("page", {"rendered": False,
                                    "error": f"the check ended before the page was done: {ended.problem}"})
         for run in report["job"]["runs"]:
             record.count(steps=run["total_steps"], images=run["train_images"])
+        if report["job"]["status"] == "done" and len(results) == 2:
+            self.add_references([self.demo_reference(*results)])
         return app_outcome(report["job"], report["page"], ended.timed_out)
 
     def refusal(self, precision: str) -> str:
         return self.refused.get(precision, f"this device cannot run {precision}")
+
+    # ---- the reference results the teaching pages read (reference/, bench/kit_reference.py) -------------------
+
+    def demo_amp(self) -> str:
+        """The AMP mode of step 6's quick demo and of step 3's sweep points: the one this device is best at (step
+        1's hardware report), as the server's quick demo picks it; the plan's where step 1 did not name one."""
+        best = (self.records[0].data.get("hardware") or {}).get("recommended_amp")
+        runs_here = self.supported_modes is None or best in self.supported_modes
+        return best if best in AMP_PRECISIONS and runs_here else self.plan.app_amp
+
+    def demo_reference(self, baseline: RunResult, candidate: RunResult) -> KitReference:
+        """Step 6's job, the Run page's quick demo on the full plan, as a quick-demo reference."""
+        config = baseline.config
+        what = (f"The Run page's quick demo ({config.subset:,} synthetic images, {config.epochs} epoch(s), batch "
+                f"{config.batch_size}, data resident on the device, fp32 against {candidate.precision})"
+                if self.plan.name == "full" else
+                f"A wiring check of the kit's quick plan, not a reference to commit ({config.subset} images, not the "
+                "quick demo's)")
+        how = ("submitted to the app's job manager and run as the class server runs it, each run in a fresh "
+               "process, by the GPU acceptance kit's step 6")
+        return KitReference("quick-demo", "quick-demo", baseline, candidate,
+                            f"{what}, {how}, {self.recorded_on(baseline)}. {_one_pair_note([baseline, candidate])}")
+
+    def sweep_references(self) -> list[KitReference]:
+        """Step 3's resident runs of strict fp32 and the demo's AMP mode at its two batch sizes: two points of a
+        sweep for the When AMP pays off page (none unless all four ran)."""
+        plan, amp = self.plan, self.demo_amp()
+        batches = sorted((plan.lab_batch_size, plan.sweep_batch_size))
+        pairs = [(self.lab_results.get(("fp32", "resident", b)), self.lab_results.get((amp, "resident", b)))
+                 for b in batches]
+        if not all(run is not None for pair in pairs for run in pair):
+            return []
+        config = pairs[0][0].config
+        images = "all 50,000" if config.subset is None else f"{config.subset:,}"
+        steady = (f", then whole epochs until {config.min_steady_s:g} s were timed after warm-up"
+                  if config.min_steady_s else "")
+        what = (f"One point of a reference sweep for the When AMP pays off page (batch {batches[0]} and {batches[1]}, "
+                f"{images} synthetic images, {config.epochs} epoch(s){steady}, {config.warmup_steps} warm-up steps, "
+                f"resident loader), recorded by the GPU acceptance kit's step 3 with each run a fresh `python -m "
+                f"trainer run` (other modes' runs between them; the synthetic split generated once and read by "
+                f"every run: the same pixels), {self.recorded_on(pairs[0][0])}")
+        if plan.name != "full":
+            what = "A wiring check of the kit's quick plan, not a reference to commit. " + what
+        return [KitReference(f"sweep-batch{batch}", "sweep", base, cand, f"{what}. {_one_pair_note([base, cand])}")
+                for batch, (base, cand) in zip(batches, pairs)]
+
+    @staticmethod
+    def recorded_on(run: RunResult) -> str:
+        env = run.environment
+        cuda = f", CUDA {env.get('cuda_version')}" if env.get("device_type") == "cuda" else ""
+        return f"on {env.get('device_name')} ({env.get('device_type')}) with torch {env.get('torch_version')}{cuda}"
+
+    def add_references(self, references: list[KitReference]) -> None:
+        """Keep these and write every reference so far (out/reference/), so a kill leaves the ones already made."""
+        summary = self.records[-1].data.setdefault("references", {"folder": REFERENCE_FOLDER, "files": []})
+        self.references += references
+        if not references:
+            return
+        try:
+            summary["files"], summary["problems"] = write_references(
+                self.out, self.device_type, self.started.date().isoformat(), self.references)
+        except OSError as err:
+            summary["problems"] = [f"not written: {one_line(err)}"]
+
+
+def _one_pair_note(runs: list[RunResult]) -> str:
+    """One pair's caveat, and how its timing was rated."""
+    verdicts = [f"{run.precision} {(run.timing_quality or {}).get('verdict', 'not rated')}" for run in runs]
+    return f"One pair of runs, so the speedup's spread is unknown; timing: {', '.join(verdicts)}."
 
 
 def app_outcome(job: dict, page: dict, timed_out: bool) -> tuple[str, str | None]:
@@ -510,14 +719,6 @@ def app_outcome(job: dict, page: dict, timed_out: bool) -> tuple[str, str | None
     problems = (page["exceptions"] + page["errors"] + ([] if page["charts"] else ["no chart drawn"])
                 + ([] if page["selected_job"] == job["job_id"] else ["the page shows another job"]))
     return ("failed", "; ".join(problems)) if problems else ("ok", None)
-
-
-def memory_page_note() -> str:
-    """Step 4's word on the memory page's components: the kit reads them once that page exists."""
-    pages = sorted(p.name for p in (REPO_ROOT / "pages").glob("*memory*.py"))
-    if pages:
-        return f"{', '.join(pages)} exists now; the kit does not read its components yet (bench/gpu_check.py, step 4)"
-    return "the memory page (\"Where the memory goes\") does not exist yet"
 
 
 def read_junit(path: Path) -> dict:
@@ -590,6 +791,7 @@ def render_markdown(report: dict) -> str:
         lines.append(f"| {s['number']}. {s['title']} | {s['status']} | {took} | {s['counts']['processes']} | "
                      f"{s['counts']['train_steps']:,} | {_cell(s['reason'] or '')} |")
     by_name = {s["name"]: s for s in steps}
+    lines += _md_references(by_name["summary"]["data"].get("references") or {})
     for name, render in (("environment", _md_environment), ("cuda_tests", _md_tests),
                          ("lab_workload", _md_lab), ("memory", _md_memory), ("benchmark", _md_bench),
                          ("app", _md_app)):
@@ -604,15 +806,29 @@ def render_markdown(report: dict) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _md_references(found: dict) -> list[str]:
+    """Where the reference results for the teaching pages are, how to commit them, and any not written."""
+    lines = [f"Reference results: {_cell(problem)}" for problem in found.get("problems") or []]
+    if found.get("files"):
+        folder = found["folder"]
+        listed = ", ".join(f"`{folder}/{name}`" for name in found["files"])
+        lines.insert(0, f"Reference results for the teaching pages, in the format of the project's reference/: "
+                        f"{listed}, listed in `{folder}/index.json`. To commit them, copy the files into reference/ "
+                        "and add the entries to its index.json.")
+    return ["", *lines] if lines else []
+
+
 def _md_environment(data: dict) -> list[str]:
     if not data:
         return []
     env = data.get("environment", {})
     nvml = data.get("nvml", {})
     gpus = nvml.get("gpus") or [{}]
-    # NVML's entry for torch's device 0, found by UUID: under CUDA_VISIBLE_DEVICES NVML's first GPU may be another.
+    # NVML's entry for torch's device 0, found by UUID: under CUDA_VISIBLE_DEVICES NVML's first GPU may be another,
+    # and on a MIG slice it is one of a GPU's MIG devices.
     torch_uuid = data.get("gpu_uuid") or ""
-    same = next((gpu for gpu in gpus if torch_uuid and torch_uuid in str(gpu.get("uuid", ""))), None)
+    devices = [device for gpu in gpus for device in [gpu, *gpu.get("mig_devices", [])]]
+    same = next((device for device in devices if torch_uuid and torch_uuid in str(device.get("uuid", ""))), None)
     rows = [
         ("device", env.get("device_name") or data.get("gpu_name") or data.get("device_type")),
         ("GPU UUID (torch / NVML)", f"{data.get('gpu_uuid')} / " + (
@@ -648,30 +864,46 @@ def _md_lab(data: dict) -> list[str]:
         return []
     s = data["settings"]
     subset = "all 50,000" if s["subset"] is None else f"{s['subset']:,}"
+    steady = (f" CUDA resident runs add whole epochs until {s['min_steady_s']:g} s are timed after warm-up (the "
+              "images/s and steady columns use them; the lab's epochs' time leaves them out)."
+              if s.get("min_steady_s") else "")
+    prepared = data.get("prepared_split", {})
     lines = [
-        (f"Synthetic CIFAR-shaped data, {subset} training images, {s['epochs']} epoch(s), batch {s['batch_size']}, "
-         f"first {s['warmup_steps']} step(s) left out of images/s, each run `python -m trainer run` in a fresh "
-         "process. Speedup: fp32's total time over this run's, same loader; \"vs fp32-default\" over the lab's "
-         "baseline as its script runs (fp32 as PyTorch defaults). TF32 conv/matmul: the switches the run recorded "
-         "(CUDA's switches: on a CPU they change nothing). nvidia-smi: this process's use where NVML lists it, else "
-         "the whole GPU's."),
+        (f"Synthetic CIFAR-shaped data, {subset} training images, {s['epochs']} epoch(s), batch {s['batch_size']} "
+         f"(and {s['sweep_batch_size']} for the sweep's second point), first {s['warmup_steps']} step(s) left out of "
+         f"images/s, each run `python -m trainer run` in a fresh process, most valuable first; the split "
+         + (f"generated once ({prepared['seconds']:.1f} s) and read by every run." if prepared.get("status") == "ok"
+            else f"generated by every run ({prepared.get('reason')}).") + steady),
         "",
-        ("| mode | loader | status | total time | images/s | vs fp32 | vs fp32-default | TF32 conv/matmul "
-         "| PyTorch allocated | PyTorch reserved | nvidia-smi (NVML) | RSS growth | accuracy | skipped steps |"),
-        "|---|---|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|",
+        ("Time: the lab's epochs, first batch to the end of the last, warm-up included. *vs fp32 (time)*: strict "
+         "fp32's time over this run's, same loader and batch (the app's speedup); *vs fp32 (steady)*: this run's "
+         "steady images/s over fp32's, which leaves out the one-off setup a run of about a second is dominated by; "
+         "*vs fp32-default*: the time against the lab's baseline as its script runs (fp32 as PyTorch defaults). "
+         "TF32 conv/matmul: the switches the run recorded (CUDA's switches: on a CPU they change nothing). PyTorch "
+         "allocated / reserved leave the resident loader's data out (its own column, the same in every mode); "
+         "nvidia-smi counts it, and the CUDA context: this process's use where NVML lists it, else the whole "
+         "GPU's. Accuracy: after all the epochs the run trained."),
+        "",
+        ("| mode | loader | batch | status | time (lab's epochs) | epochs run | images/s | vs fp32 (time) "
+         "| vs fp32 (steady) | vs fp32-default | TF32 conv/matmul | PyTorch allocated (resident data left out) "
+         "| PyTorch reserved (resident data left out) | resident data | nvidia-smi (NVML) | RSS growth | accuracy "
+         "| skipped steps |"),
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in data["rows"]:
+        batch = r.get("batch_size", s["batch_size"])
         if r["status"] != "ok":
-            lines.append(f"| {r['precision']} | {r['loader']} | {r['status']}: {_cell(r.get('reason') or '')} "
-                         "| | | | | | | | | | | |")
+            reason = _cell(r.get("reason") or "")
+            lines.append(f"| {r['precision']} | {r['loader']} | {batch} | {r['status']}: {reason} " + "| " * 14 + "|")
             continue
         mem = r["peak_memory"]
-        speed = f"{r['speedup_vs_fp32']:.2f}x" if r.get("speedup_vs_fp32") else ""
-        lab_speed = f"{r['speedup_vs_lab_baseline']:.2f}x" if r.get("speedup_vs_lab_baseline") else ""
+        resident = r.get("resident_data_bytes") if r["loader"] == "resident" else None
         lines.append(
-            f"| {r['precision']} | {r['loader']} | ok | {r['total_time_s']:.1f} s | {_num(r['steady_images_per_s'])} "
-            f"| {speed} | {lab_speed} | {_tf32(r.get('tf32_flags') or {})} "
-            f"| {_mib(mem.get('torch_max_allocated'))} | {_mib(mem.get('torch_max_reserved'))} "
+            f"| {r['precision']} | {r['loader']} | {batch} | ok | {r.get('lab_time_s', r['total_time_s']):.1f} s "
+            f"| {r.get('epochs_run', '')} | {_num(r['steady_images_per_s'])} | {_ratio(r.get('speedup_vs_fp32'))} "
+            f"| {_ratio(r.get('throughput_vs_fp32'))} | {_ratio(r.get('speedup_vs_lab_baseline'))} "
+            f"| {_tf32(r.get('tf32_flags') or {})} "
+            f"| {_mib(mem.get('torch_max_allocated'))} | {_mib(mem.get('torch_max_reserved'))} | {_mib(resident)} "
             f"| {_mib(_nvml_figure(mem))} | {_mib(mem.get('process_rss_growth'))} "
             f"| {_pct(r['test_accuracy'])} | {r['skipped_steps']} |"
         )
@@ -681,23 +913,59 @@ def _md_lab(data: dict) -> list[str]:
 def _md_memory(data: dict) -> list[str]:
     if not data:
         return []
+    lines = _md_memory_page(data.get("memory_page") or {})
     probe = data.get("largest_batch", {})
-    lines = [f"Largest batch per precision (the search's ceiling of {PROBE_CEILING:,} first, then doubling from "
-             f"{PROBE_START}, then bisection; each try two steps in a fresh process): {probe.get('status')}"
-             + (f", {probe['reason']}" if probe.get("reason") else ""), ""]
+    lines += ["", f"Largest batch per precision (the search's ceiling of {PROBE_CEILING:,} first, then doubling from "
+              f"{PROBE_START}, then bisection; each try two steps in a fresh process): {probe.get('status')}"
+              + (f", {probe['reason']}" if probe.get("reason") else ""), ""]
     if probe.get("batch"):
         lines += ["| mode | largest batch |", "|---|---:|"]
         lines += [f"| {p} | {_largest(b)} |" for p, b in probe["batch"].items()]
         lines.append("")
     lines += [f"- {p}: {_cell(n)}" for p, n in probe.get("notes", {}).items()]
-    lines += ["", f"Memory per precision ({data.get('memory_source')}):", ""]
+    lines += ["", f"Memory per precision ({data.get('memory_source')}; PyTorch's figures leave the resident loader's "
+              "data out, nvidia-smi's count it):", ""]
     keys = [k for k in MEMORY_LABELS if any(k in m["peak_memory"] for m in data.get("memory", []))]
     if keys:
-        lines += ["| mode | loader | " + " | ".join(keys) + " |", "|---|---|" + "---:|" * len(keys)]
+        lines += ["| mode | loader | " + " | ".join(keys) + " | resident_data_bytes |",
+                  "|---|---|" + "---:|" * (len(keys) + 1)]
         lines += [f"| {m['precision']} | {m['loader']} | " + " | ".join(_mib(m["peak_memory"].get(k)) for k in keys)
-                  + " |" for m in data["memory"]]
-    page = data.get("memory_page", {})
-    lines += ["", f"Memory page components: {page.get('status')}, {page.get('reason')}."]
+                  + f" | {_mib(m.get('resident_data_bytes') if m['loader'] == 'resident' else None)} |"
+                  for m in data["memory"]]
+    return lines
+
+
+def _md_memory_page(page: dict) -> list[str]:
+    """The memory page's breakdown at two batch sizes, and what it gives per image."""
+    if not page:
+        return []
+    lines = [f"The memory page's breakdown (`{page.get('command')}`: one step of the lab's model in a fresh process, "
+             f"as the page measures it): {page['status']}" + (f", {page['reason']}" if page.get("reason") else "")]
+    if not page.get("breakdowns"):
+        return lines
+    lines += ["", ("| mode | batch | saved activations | the step's peak (allocator) "
+                   "| the whole bar (peak, allocator's reserve, CUDA context) | nvidia-smi, this process |"),
+              "|---|---:|---:|---:|---:|---:|"]
+    for b in page["breakdowns"]:
+        saved = sum(v for k, v in b["components"].items() if k.startswith("saved activations"))
+        lines.append(f"| {b['precision']} | {b['batch_size']} | {_mib(saved)} | {_mib(b['peak'])} "
+                     f"| {_mib(sum(b['components'].values()))} | {_mib(b.get('process_total'))} |")
+    lines.append("")
+    for precision, f in page.get("per_image", {}).items():
+        small, large = f["from_batches"]
+        line = (f"- {precision}: {f['bytes_per_image'] / 1e3:,.1f} kB per image (the step's peak, batch {small} to "
+                f"{large}), {_mib(f['fixed_bytes'])} whatever the batch")
+        on_cpu = page["breakdowns"][0].get("device") == "cpu"
+        if f["extrapolated_largest_batch"] is None:
+            line += ("; no limit extrapolated: " + ("a CPU's is the machine's RAM" if on_cpu else
+                                                      "the GPU's memory is unknown (step 1 did not run)"))
+        else:
+            line += (f"; the GPU's {_mib(f['memory_total_bytes'])} would hold a batch of about "
+                     f"{f['extrapolated_largest_batch']:,} (extrapolated in a straight line, not measured: cuDNN's "
+                     "workspaces and the allocator's fragmentation at larger batches can lower it)")
+            if f["extrapolated_largest_batch"] > 50_000:
+                line += "; more than the 50,000 training images: memory does not limit the batch here"
+        lines.append(line + ".")
     return lines
 
 
@@ -710,7 +978,7 @@ def _largest(batch: int | None) -> str:
     """A found batch; one at the ceiling fitted there, and the real limit may be higher."""
     if batch is None:
         return "-"
-    return f"at least {batch:,} (the ceiling)" if batch >= PROBE_CEILING else f"{batch:,}"
+    return f"at least {batch:,} (the ceiling; the breakdown extrapolates)" if batch >= PROBE_CEILING else f"{batch:,}"
 
 
 def _md_bench(data: dict) -> list[str]:
@@ -855,6 +1123,10 @@ def _tf32(flags: dict) -> str:
     """'on/off': TF32 for convolutions, then for matmuls, as a run recorded them."""
     words = {True: "on", False: "off"}
     return "/".join(words.get(flags.get(key), "?") for key in ("cudnn_allow_tf32", "cuda_matmul_allow_tf32"))
+
+
+def _ratio(value) -> str:
+    return "" if value is None else f"{value:.2f}x"
 
 
 def _mib(n_bytes) -> str:

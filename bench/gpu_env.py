@@ -69,8 +69,10 @@ def nvml_facts(torch_uuid: str | None) -> dict:
                 "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
                 "memory_total_bytes": int(memory.total),
                 "memory_used_bytes": int(memory.used),
+                "mig_devices": mig_devices(pynvml, handle),
             })
-        matched = [gpu["uuid"] for gpu in gpus if torch_uuid and gpu["uuid"].endswith(torch_uuid)]
+        uuids = [uuid for gpu in gpus for uuid in [gpu["uuid"], *(mig["uuid"] for mig in gpu["mig_devices"])]]
+        matched = [uuid for uuid in uuids if torch_uuid and uuid.endswith(torch_uuid)]
         return {
             "driver_version": _text(driver),
             "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
@@ -83,6 +85,27 @@ def nvml_facts(torch_uuid: str | None) -> dict:
         pynvml.nvmlShutdown()
 
 
+def mig_devices(pynvml, handle) -> list[dict]:
+    """The MIG slices of one GPU as NVML lists them (UUID "MIG-...", memory); empty where MIG is off or the driver
+    cannot say. torch sees a slice as a GPU of its own."""
+    try:
+        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
+        if current != getattr(pynvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return []
+        slots = pynvml.nvmlDeviceGetMaxMigDeviceCount(handle)
+    except Exception:  # a GPU without MIG, or an older pynvml or driver
+        return []
+    found = []
+    for slot in range(slots):
+        try:
+            mig = pynvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            found.append({"uuid": _text(pynvml.nvmlDeviceGetUUID(mig)),
+                          "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(mig).total)})
+        except Exception:  # an empty slot
+            continue
+    return found
+
+
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -90,7 +113,7 @@ def _text(value) -> str:
 def gather(device_type: str) -> dict:
     """Everything step 1 records, as a JSON-ready dict."""
     from trainer.capabilities import DeviceFacts, mode_support
-    from trainer.environment import capture_environment, hardware_report
+    from trainer.environment import capture_environment, hardware_report, nvml_uuid
 
     defaults = tf32_defaults()  # before capture_environment, which reads the same switches
     facts: dict = {
@@ -103,7 +126,8 @@ def gather(device_type: str) -> dict:
     torch_uuid = None
     if device_type == "cuda" and torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        torch_uuid = str(getattr(props, "uuid", "")) or None
+        # As NVML spells it, "GPU-..." or a MIG slice's "MIG-...", so that the two can be set side by side.
+        torch_uuid = nvml_uuid(str(props.uuid), 0) if getattr(props, "uuid", None) else None
         facts["gpu_name"] = props.name
         facts["gpu_uuid"] = torch_uuid
         facts["gpu_count"] = torch.cuda.device_count()

@@ -4,6 +4,7 @@
 folder; without that variable the output test runs the kit itself (a few minutes on 2 cores).
 """
 
+import functools
 import json
 import math
 import os
@@ -11,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+import types
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from bench.cuda_only import gpu_test_files, is_gpu_only
 from bench.gpu_check import (
     FIRST_TRY_S,
     JSON_NAME,
+    LAB_COMPARISON,
     LAB_MODES,
     MD_NAME,
     NO_CUDA,
@@ -27,17 +30,23 @@ from bench.gpu_check import (
     RETRY_S,
     STEPS,
     Kit,
+    Plan,
     _md_environment,
     _md_memory,
+    _md_memory_page,
     _nvml_figure,
     cuda_tests_outcome,
     default_budget,
+    lab_runs,
+    lab_time_s,
     main,
     make_plan,
+    per_image_figures,
     read_junit,
     render_markdown,
 )
-from bench.gpu_env import tf32_defaults
+from bench.gpu_env import nvml_facts, tf32_defaults
+from server.batch_probe import PROBE_MAX_TRIES
 from trainer.config import PRECISIONS
 from trainer.errors import TrainerError
 
@@ -79,22 +88,81 @@ def test_quick_cpu_run_writes_both_files_with_every_step(quick_cpu_run):
 def test_quick_cpu_run_counts_the_training_steps_its_plan_asks_for(quick_cpu_run):
     """The step counts that size the full GPU plan (docs/gpu-check.md) are the ones the runs really made."""
     report = json.loads((quick_cpu_run / JSON_NAME).read_text())
-    plan = report["kit"]["plan"]
+    plan = Plan(**report["kit"]["plan"])
     lab = next(s for s in report["steps"] if s["name"] == "lab_workload")
-    ran = [r for r in lab["data"]["rows"] if r["status"] == "ok"]
-    assert {r["precision"] for r in lab["data"]["rows"] if r["status"] == "skipped"} >= {"tf32"}  # GPU-only
-    assert len(lab["data"]["rows"]) == len(PRECISIONS) + len(plan["lab_dataloader_modes"])
-    assert [r["precision"] for r in lab["data"]["rows"]][:len(LAB_MODES)] == list(LAB_MODES)
+    rows = lab["data"]["rows"]
+    ran = [r for r in rows if r["status"] == "ok"]
+    assert {r["precision"] for r in rows if r["status"] == "skipped"} >= {"tf32"}  # GPU-only
+    assert [(r["loader"], r["precision"], r["batch_size"]) for r in rows] == lab_runs(plan, plan.app_amp)
+    assert lab["data"]["prepared_split"]["status"] == "ok"  # generated once, read by every run
     lab_baseline = next(r for r in ran if r["precision"] == "fp32-default")  # runs on a CPU too, with a note
     assert set(lab_baseline["tf32_flags"]) == {"cuda_matmul_allow_tf32", "cudnn_allow_tf32"}
     strict = next(r for r in ran if (r["precision"], r["loader"]) == ("fp32", "resident"))
     assert strict["tf32_flags"] == {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": False}
-    assert strict["speedup_vs_lab_baseline"] > 0
-    per_run = math.ceil(plan["lab_subset"] / plan["lab_batch_size"]) * plan["lab_epochs"]
-    assert lab["counts"] == {"processes": len(ran), "train_steps": per_run * len(ran),
-                             "train_images": plan["lab_subset"] * plan["lab_epochs"] * len(ran)}
+    assert strict["speedup_vs_lab_baseline"] > 0 and strict["throughput_vs_lab_baseline"] > 0
+    assert all(r["epochs_run"] == plan.lab_epochs and r["lab_time_s"] == r["total_time_s"] for r in ran)  # a CPU
+    assert strict["resident_data_bytes"] > 0
+    steps = sum(math.ceil(plan.lab_subset / r["batch_size"]) * plan.lab_epochs for r in ran)
+    assert lab["counts"] == {"processes": len(ran), "train_steps": steps,
+                             "train_images": plan.lab_subset * plan.lab_epochs * len(ran)}
     app = next(s for s in report["steps"] if s["name"] == "app")
     assert app["data"]["page"]["charts"] > 0 and not app["data"]["page"]["exceptions"]
+
+
+def test_quick_cpu_run_measures_the_memory_pages_breakdown_at_two_batch_sizes(quick_cpu_run):
+    report = json.loads((quick_cpu_run / JSON_NAME).read_text())
+    plan = Plan(**report["kit"]["plan"])
+    memory = next(s for s in report["steps"] if s["name"] == "memory")
+    page = memory["data"]["memory_page"]
+    assert page["status"] == "ok" and "lessons.memory_breakdown" in page["command"]
+    assert sorted((b["precision"], b["batch_size"]) for b in page["breakdowns"]) == sorted(
+        (p, b) for p in plan.breakdown_precisions for b in plan.breakdown_batches)
+    fp32, amp = (page["per_image"][p] for p in plan.breakdown_precisions)
+    assert fp32["bytes_per_image"] > amp["bytes_per_image"] > 0  # AMP keeps its activations in 16 bits
+    assert fp32["extrapolated_largest_batch"] is None  # a CPU: the limit is the machine's RAM
+    assert "no limit extrapolated: a CPU's is the machine's RAM" in (quick_cpu_run / MD_NAME).read_text()
+
+
+def test_the_breakdowns_straight_line_passes_through_what_it_measured(quick_cpu_run):
+    """Given a GPU of exactly the memory the larger batch's bar measured (the simulated part), the extrapolation
+    finds that batch again; given an H200's 139 GiB it says that memory does not limit the lab's batch."""
+    report = json.loads((quick_cpu_run / JSON_NAME).read_text())
+    breakdowns = next(s for s in report["steps"] if s["name"] == "memory")["data"]["memory_page"]["breakdowns"]
+    for precision in {b["precision"] for b in breakdowns}:
+        mine = [b for b in breakdowns if b["precision"] == precision]
+        large = max(mine, key=lambda b: b["batch_size"])
+        bar = sum(large["components"].values())  # on a CPU the bar is the allocator's peak
+        figures = per_image_figures(mine, memory_total=bar)[precision]
+        assert figures["extrapolated_largest_batch"] in (large["batch_size"] - 1, large["batch_size"])
+    h200 = per_image_figures(breakdowns, memory_total=139 * 2**30)
+    assert all(f["extrapolated_largest_batch"] > 50_000 for f in h200.values())
+    page = {"status": "ok", "command": "python -m lessons.memory_breakdown", "breakdowns": breakdowns,
+            "per_image": h200}
+    text = "\n".join(_md_memory_page(page))
+    assert "extrapolated in a straight line, not measured" in text and "memory does not limit the batch" in text
+
+
+@pytest.mark.slow  # imports Streamlit
+def test_quick_cpu_run_writes_reference_results_the_teaching_pages_load(quick_cpu_run, monkeypatch):
+    """Issue 22, item 14: the files load with ui/reference.py's own loader, and the two sweep points make a sweep."""
+    pytest.importorskip("streamlit")
+    import ui.reference as reference
+
+    folder = quick_cpu_run / "reference"
+    demo = reference.load_references(folder, device_type="cpu", purpose="quick-demo")
+    sweep = reference.load_references(folder, device_type="cpu", purpose="sweep")
+    assert len(demo) == 1 and len(sweep) == 2
+    assert (demo[0].baseline.precision, demo[0].candidate.precision) == ("fp32", "amp-bf16")
+    assert demo[0].speedup > 0 and demo[0].command.startswith("python -m trainer compare --amp amp-bf16")
+    monkeypatch.setattr(reference, "load_references", functools.partial(reference.load_references, folder))
+    found = reference.reference_sweep("cpu")  # differ in batch size alone: the page's own test
+    plan = make_plan(True, "cpu")
+    assert [r.baseline.config.batch_size for r in found] == sorted([plan.lab_batch_size, plan.sweep_batch_size])
+    assert len(reference.reference_rows(found)) == 4
+    report = json.loads((quick_cpu_run / JSON_NAME).read_text())
+    written = report["steps"][-1]["data"]["references"]["files"]
+    assert sorted(written) == sorted(path.name for path in folder.glob("cpu-*.json"))
+    assert "not a reference to commit" in demo[0].note  # the quick plan's sizes are not the quick demo's
 
 
 def test_the_lab_workload_runs_the_labs_own_baseline_first_then_every_other_mode():
@@ -176,6 +244,7 @@ def test_the_gpu_only_largest_batch_step_records_each_precision(tmp_path, monkey
         return {precision: 16384}
 
     monkeypatch.setattr("bench.gpu_check.probe_max_batch", fake_probe)
+    monkeypatch.setattr(Kit, "memory_breakdown", lambda self, record, deadline: {"status": "ok", "reason": None})
     plan = replace(make_plan(False, "cuda"), probe_precisions=("fp32", "amp-fp16", "amp-bf16"))
     kit = Kit(tmp_path, "cuda", plan, "test")
     kit.supported_modes, kit.refused = ["fp32", "amp-fp16"], {"amp-bf16": "amp-bf16 needs native bfloat16"}
@@ -185,7 +254,7 @@ def test_the_gpu_only_largest_batch_step_records_each_precision(tmp_path, monkey
     assert (status, probe["status"]) == ("failed", "failed")
     assert probe["batch"] == {"fp32": 16384, "amp-fp16": None}
     assert probe["notes"]["amp-bf16"] == "amp-bf16 needs native bfloat16" and "boom" in reason
-    assert "| fp32 | at least 16,384 (the ceiling) |" in "\n".join(_md_memory(record.data))  # the limit may be higher
+    assert "| fp32 | at least 16,384 (the ceiling; the breakdown extrapolates) |" in "\n".join(_md_memory(record.data))
 
 
 def test_the_environment_table_sets_torchs_gpu_beside_nvmls_entry_for_the_same_uuid():
@@ -209,13 +278,13 @@ def test_tf32_defaults_are_read_without_setting_anything():
 
 
 def test_only_runs_the_chosen_steps_and_records_the_others(tmp_path):
-    assert main(["--out", str(tmp_path), "--device", "cpu", "--quick", "--only", "4"]) == 0
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--quick", "--only", "2"]) == 0  # 2: at once on a CPU
     report = json.loads((tmp_path / JSON_NAME).read_text())
     steps = report["steps"]
-    assert [(s["number"], s["status"]) for s in steps] == [
-        (1, "skipped"), (2, "skipped"), (3, "skipped"), (4, "ok"), (5, "skipped"), (6, "skipped"), (7, "ok")]
-    assert steps[0]["reason"] == "not selected (--only)"
-    assert report["kit"]["plan"]["budget_s"] == make_plan(True, "cpu").step_caps_s["memory"]  # the retry's caps
+    assert [(s["number"], s["reason"]) for s in steps] == [
+        (1, "not selected (--only)"), (2, NO_GPU), (3, "not selected (--only)"), (4, "not selected (--only)"),
+        (5, "not selected (--only)"), (6, "not selected (--only)"), (7, None)]
+    assert report["kit"]["plan"]["budget_s"] == make_plan(True, "cpu").step_caps_s["cuda_tests"]  # the retry's caps
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path), "--only", "7"])
 
@@ -294,3 +363,100 @@ def test_a_cuda_kit_where_torch_sees_no_gpu_fails_every_gpu_step_without_running
         (n, "failed", NO_CUDA) for n in range(2, 7)]
     assert all(s["counts"]["processes"] == 0 for s in steps)
     assert "\n" not in NO_CUDA and "torch.cuda.is_available() is False" in NO_CUDA
+
+
+# ---- issue 22, items 5, 6, 12 and 14: on tiny inputs -------------------------------------------------------------
+
+
+def test_step_3_runs_the_labs_own_comparison_first_and_the_other_dataloader_modes_last():
+    """Item 6: a step that runs long loses its least valuable rows, never the lab's own comparison."""
+    plan = make_plan(False, "cuda")
+    runs = lab_runs(plan, "amp-bf16")
+    assert runs[:2] == [("dataloader", mode, 256) for mode in LAB_COMPARISON] == [
+        ("dataloader", "fp32-default", 256), ("dataloader", "amp-fp16", 256)]
+    assert runs[2:4] == [("resident", "fp32", 256), ("resident", "amp-fp16", 256)]
+    assert runs[7:9] == [("resident", "fp32", 1024), ("resident", "amp-bf16", 1024)]  # the sweep's second point
+    assert {mode for loader, mode, _ in runs if loader == "dataloader"} == set(LAB_MODES)
+    assert {mode for loader, mode, batch in runs if (loader, batch) == ("resident", 256)} == set(LAB_MODES)
+    assert len(runs) == 2 * len(LAB_MODES) + 2
+
+
+def test_cuda_resident_runs_get_a_steady_window_of_a_few_seconds_and_every_run_reads_the_prepared_split(tmp_path):
+    """Item 5 and 6: the arguments each `python -m trainer run` of step 3 is given."""
+    kit = Kit(tmp_path, "cuda", make_plan(False, "cuda"), "test")
+    kit.prepared_root = tmp_path / "synthetic"
+    resident = kit.lab_args("fp32", "resident", 256, tmp_path / "r.json")
+    dataloader = kit.lab_args("fp32", "dataloader", 256, tmp_path / "d.json")
+    assert resident[resident.index("--min-steady-s") + 1] == "3" and "--min-steady-s" not in dataloader
+    assert all(args[args.index("--data-root") + 1] == str(kit.prepared_root) for args in (resident, dataloader))
+    on_cpu = Kit(tmp_path, "cpu", make_plan(True, "cpu"), "test")
+    assert "--min-steady-s" not in on_cpu.lab_args("fp32", "resident", 32, tmp_path / "c.json")
+    assert "--data-root" not in on_cpu.lab_args("fp32", "resident", 32, tmp_path / "c.json")  # none prepared
+
+
+def test_the_labs_time_leaves_out_the_epochs_added_for_the_steady_window():
+    from trainer.config import RunConfig
+    from trainer.results import RunResult
+
+    run = RunResult(RunConfig(epochs=2, min_steady_s=3.0), {}, total_time_s=4.5, epoch_times_s=[2.5, 1.0, 1.0],
+                    steady_images_per_s=None, peak_memory={}, loss_history=[], test_accuracy=None)
+    assert lab_time_s(run, 2) == 3.5 and lab_time_s(run, 5) == 4.5
+
+
+def test_the_demo_and_the_sweep_use_the_mode_step_1_found_best_here(tmp_path):
+    kit = Kit(tmp_path, "cuda", make_plan(False, "cuda"), "test")
+    assert kit.demo_amp() == "amp-fp16"  # step 1 not run: the plan's
+    kit.records[0].data = {"hardware": {"recommended_amp": "amp-bf16"}}
+    kit.supported_modes = ["fp32", "fp32-default", "tf32", "amp-fp16", "amp-bf16"]
+    assert kit.demo_amp() == "amp-bf16"  # an H200, as the server's quick demo picks it
+    kit.supported_modes = ["fp32", "amp-fp16"]
+    assert kit.demo_amp() == "amp-fp16"  # recommended yet refused here: the plan's
+    kit.records[0].data = {"hardware": {"recommended_amp": "fp32"}}  # a CPU without bf16 hardware
+    assert kit.demo_amp() == "amp-fp16"
+
+
+def test_the_lab_table_says_what_pytorchs_figures_leave_out_and_shows_the_steady_ratio(quick_cpu_run):
+    markdown = (quick_cpu_run / MD_NAME).read_text()
+    for column in ("vs fp32 (time)", "vs fp32 (steady)", "PyTorch allocated (resident data left out)",
+                   "| resident data |", "time (lab's epochs)", "epochs run"):
+        assert column in markdown, column
+
+
+def test_the_environment_step_finds_a_mig_slice_among_nvmls_devices(monkeypatch):
+    """Item 12: torch's device is a MIG slice; NVML lists the whole GPU and, under it, the slice (simulated)."""
+    bare = "1f2e3d4c-0000-1111-2222-333344445555"
+    gpu = types.SimpleNamespace(total=141 * 2**30, used=2**30)
+    mig = types.SimpleNamespace(total=18 * 2**30, used=0)
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlSystemGetDriverVersion=lambda: "580.65",
+        nvmlSystemGetCudaDriverVersion=lambda: 13000, nvmlDeviceGetCount=lambda: 1,
+        nvmlDeviceGetHandleByIndex=lambda index: "gpu", nvmlDeviceGetName=lambda handle: "NVIDIA H200",
+        nvmlDeviceGetUUID=lambda handle: {"gpu": "GPU-aaaa", "mig": f"MIG-{bare}"}[handle],
+        nvmlDeviceGetMemoryInfo=lambda handle: {"gpu": gpu, "mig": mig}[handle],
+        nvmlDeviceGetMigMode=lambda handle: (1, 1), NVML_DEVICE_MIG_ENABLE=1,
+        nvmlDeviceGetMaxMigDeviceCount=lambda handle: 2,
+        nvmlDeviceGetMigDeviceHandleByIndex=lambda handle, slot: ["mig"][slot],  # slot 1 empty: IndexError
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    facts = nvml_facts(f"MIG-{bare}")
+    assert facts["gpus"][0]["mig_devices"] == [{"uuid": f"MIG-{bare}", "memory_total_bytes": 18 * 2**30}]
+    assert facts["torch_gpu_found_by_uuid"] is True
+    row = f"| GPU UUID (torch / NVML) | MIG-{bare} / MIG-{bare} |"
+    assert row in _md_environment({"gpu_uuid": f"MIG-{bare}", "nvml": facts})
+
+
+@pytest.mark.slow  # collects the GPU test files in a fresh pytest
+def test_the_docs_counts_of_gpu_tests_and_search_tries_are_the_codes():
+    """Item 12: docs/gpu-check.md's counts, checked against the suite and the search."""
+    text = DOC.read_text()
+    files = gpu_test_files(REPO_ROOT / "tests")
+    collected = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only",
+         *map(str, files)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    tests = re.search(r"(\d+)/\d+ tests collected", collected.stdout)  # the GPU-only ones, out of the files' all
+    assert tests, collected.stdout[-2000:]
+    assert f"the suite's CUDA-only tests ({tests.group(1)} today, in {len(files)} files)" in text
+    per_precision = PROBE_MAX_TRIES
+    tries = per_precision * len(make_plan(False, "cuda").probe_precisions)
+    assert f"up to {per_precision} tries per precision, {tries} in all" in text
+    assert f"up to {tries} processes" in text

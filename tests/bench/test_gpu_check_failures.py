@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu_check import JSON_NAME, MD_NAME, NO_CUDA, Kit, _child_until, _last_json, make_plan
+from bench.gpu_check import JSON_NAME, MD_NAME, NO_CUDA, NO_GPU, Kit, _child_until, _last_json, make_plan
 from tests.bench.test_gpu_check import device_command
 
 pytestmark = pytest.mark.slow
@@ -62,12 +62,12 @@ def shim(folder: Path, name: str, body: str) -> Path:
 
 def test_the_documented_device_command_runs_the_kit_when_the_wheel_folder_is_missing(tmp_path):
     """The command exactly as docs/gpu-check.md gives it, in a folder with no .gpu-wheels/; `python3` is this venv's
-    python, and the kit's own run is cut to step 4 on the CPU so that the test stays short."""
+    python, and the kit's own run is cut to step 2 on the CPU (done at once: no GPU) so that the test stays short."""
     out, work, bin_dir = tmp_path / "out", tmp_path / "work", tmp_path / "bin"
     out.mkdir()
     work.mkdir()
     shim(bin_dir, "python3", f'if [ "$1 $2" = "-m bench.gpu_check" ]; then cd {REPO_ROOT} && '
-                             f'exec {VENV_PYTHON} "$@" --device cpu --quick --only 4; fi\nexec {VENV_PYTHON} "$@"\n')
+                             f'exec {VENV_PYTHON} "$@" --device cpu --quick --only 2; fi\nexec {VENV_PYTHON} "$@"\n')
     env = {**os.environ, "OUT": str(out), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     done = subprocess.run(["bash", "-c", device_command()], cwd=work, env=env, capture_output=True, text=True,
                           timeout=120)
@@ -75,7 +75,7 @@ def test_the_documented_device_command_runs_the_kit_when_the_wheel_folder_is_mis
     assert done.returncode == 0, log
     assert "gpu-check: the wheels did not install (pip exit 1)" in log
     report = json.loads((out / JSON_NAME).read_text())
-    assert report["kit"]["finished"] and report["steps"][3]["status"] == "ok"
+    assert report["kit"]["finished"] and report["steps"][1]["reason"] == NO_GPU  # step 2 ran and found none
 
 
 # ---- item 3: the app step when Streamlit fails ------------------------------------------------------------------
@@ -94,6 +94,9 @@ def test_step_6_runs_and_keeps_the_job_when_streamlit_cannot_be_imported(tmp_pat
                     "error": "Streamlit cannot be imported: ImportError: this Streamlit is broken"}
     assert status == "failed" and reason.startswith("the job is done and its figures kept; the Results page was not")
     assert "\n" not in reason
+    references = kit.records[-1].data["references"]  # the job's runs, kept as a quick-demo reference all the same
+    assert [name.endswith("-quick-demo.json") for name in references["files"]] == [True]
+    assert not references["problems"] and "results" not in record.data["job"]  # the whole results: in the file
     kit.finish(record, status, reason)
     markdown = (kit.out / MD_NAME).read_text()
     assert "- fp32 on " in markdown and "Results page: not rendered: Streamlit cannot be imported" in markdown
@@ -207,11 +210,13 @@ def test_a_mode_step_1_found_supported_fails_the_lab_step_when_its_run_refuses_i
     kit.sees_cuda, kit.supported_modes = True, ["fp32"]
     record = kit.records[2]
     status, reason = kit.lab_workload(record, time.monotonic() + 120)
-    rows = {row["precision"]: row for row in record.data["rows"]}
-    assert rows["fp32"]["status"] == "failed" and "step 1 found fp32 supported here" in rows["fp32"]["reason"]
-    assert "no CUDA GPU is visible" in rows["fp32"]["reason"]
-    assert all(rows[mode]["status"] == "skipped" for mode in rows if mode != "fp32")
-    assert status == "failed" and record.counts["processes"] == 1
+    rows = record.data["rows"]
+    strict = [row for row in rows if row["precision"] == "fp32"]  # the lab's batch and the sweep's second one
+    assert [row["batch_size"] for row in strict] == [kit.plan.lab_batch_size, kit.plan.sweep_batch_size]
+    assert all(row["status"] == "failed" and "step 1 found fp32 supported here" in row["reason"] for row in strict)
+    assert "no CUDA GPU is visible" in strict[0]["reason"]
+    assert all(row["status"] == "skipped" for row in rows if row["precision"] != "fp32")
+    assert status == "failed" and record.counts["processes"] == len(strict)
 
 
 # ---- item 1: make gpu-check on a machine without the project's .venv ---------------------------------------
@@ -230,11 +235,11 @@ def test_make_gpu_check_without_a_venv_uses_python3_with_torch_installs_nothing_
     folder.mkdir()
     shutil.copy(REPO_ROOT / "Makefile", folder)
     shim(bin_dir, "python3", f'exec {VENV_PYTHON} "$@"\n')  # a machine's own python3, with torch
-    done = make(folder, bin_dir, "gpu-check", f"OUT={out}", "GPU_CHECK_ARGS=--device cpu --quick --only 4")
+    done = make(folder, bin_dir, "gpu-check", f"OUT={out}", "GPU_CHECK_ARGS=--device cpu --quick --only 2")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines()[0] == f"python3 -m bench.gpu_check --out {out} --device cpu --quick --only 4"
+    assert done.stdout.splitlines()[0] == f"python3 -m bench.gpu_check --out {out} --device cpu --quick --only 2"
     assert "install" not in done.stdout and not (folder / ".venv").exists()
-    assert json.loads((out / JSON_NAME).read_text())["steps"][3]["status"] == "ok"
+    assert json.loads((out / JSON_NAME).read_text())["steps"][1]["reason"] == NO_GPU
 
     shim(bin_dir, "python3", "exit 1\n")  # a python3 without torch: the project's .venv, created and installed
     planned = make(folder, bin_dir, "-n", "gpu-check").stdout
