@@ -252,7 +252,7 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     save_finished_job(state_dir, "breakdown", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
     open_page(app, "when_amp_pays")
     assert not any("**Verdict:**" in m for m in texts(app.markdown))  # the sweep waits for a guess
-    assert len(charts(app)) == 5  # the roofline; breakdown; the reference sweep's throughput, memory, speedup
+    assert len(charts(app)) == 6  # roofline, ladder; breakdown; the reference sweep's throughput, memory, speedup
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     markdown = "".join(texts(app.markdown))
@@ -260,8 +260,8 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     assert "Your guess: **1.50x** · measured: **1.50x** (spot on)" in markdown
     assert "**Verdict:** On this machine, amp-bf16 pays off only at the largest batch tried, 256 (1.50x" in markdown
     assert "With the lab's DataLoader, 60% of the training time went to waiting for data" in markdown
-    assert len(charts(app)) == 8  # the roofline, breakdown, throughput, memory, speedup; the reference's three
-    assert len(app.dataframe) == 3  # the roofline's layers, and the two sweeps' tables
+    assert len(charts(app)) == 9  # roofline, ladder, breakdown, throughput, memory, speedup; the reference's three
+    assert len(app.dataframe) == 4  # the roofline's layers, the ladder's rungs, and the two sweeps' tables
 
 
 def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
@@ -287,7 +287,7 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
     expander = next(e for e in app.expander if e.label.startswith("Reference sweep"))
     assert expander.label == ("Reference sweep recorded on a CPU without bf16 instructions (bf16 emulated), like this "
                               "server (not your runs)")
-    assert len(charts(app)) == 1  # the roofline only: the reference's numbers wait for a guess
+    assert len(charts(app)) == 2  # the roofline and the ladder only: the reference's numbers wait for a guess
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     sweep = load_references(device_type="cpu", purpose="sweep")
@@ -298,7 +298,7 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
             f"at batch {largest.baseline.config.batch_size}") in markdown
     assert f"Your guess: **1.50x** · measured: **{measured:.2f}x**" in markdown
     assert "**Reference sweep** (not your runs)" in markdown and "**Verdict:**" not in markdown
-    assert len(charts(app)) == 4 and len(app.dataframe) == 2  # the roofline and its table; the reference sweep
+    assert len(charts(app)) == 5 and len(app.dataframe) == 3  # roofline and ladder, their tables; the sweep
     assert sum(c.startswith("Reference: AMD EPYC") for c in texts(app.caption)) == len(sweep) >= 2
 
 
@@ -485,3 +485,12 @@ def test_a_reference_answers_only_for_its_class_of_machine_and_the_question_name
     assert "on a CPU with AMX bf16 units (like this server)" in question
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert any("No quick demo has been recorded on a CPU with AMX bf16 units yet" in m for m in texts(app.markdown))
+
+
+def test_when_amp_pays_shows_the_recorded_ladder_with_each_rung_and_why_one_did_not_run(app):
+    open_page(app, "when_amp_pays")
+    assert any("The ladder to the fastest lab run" in chart.proto.spec for chart in charts(app))
+    rungs = next(f.value for f in app.dataframe if "rung" in f.value.columns).set_index("rung")
+    assert rungs.loc["the lab's loop", "x the lab's loop"] == 1.0
+    assert rungs.loc["CUDA graphs", "not run because"].startswith("CUDA graphs record GPU kernel launches")
+    assert any(c.startswith("Recorded on ") and "a quick ladder" in c for c in texts(app.caption))
