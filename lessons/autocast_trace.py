@@ -183,3 +183,20 @@ def _recorder(name: str, module: nn.Module, rows: dict[str, LayerDtypes]):
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def sixteen_bit_outputs_reason(layers: list[dict]) -> str:
+    """Why a traced AMP mode's layers output what they do, in one sentence, from the trace itself: which layers
+    autocast ran in 16 bits, and which kept the dtype their input came in."""
+    sixteen = ("float16", "bfloat16")
+    products = [row["layer"] for row in layers if row["kind"] in ("Conv2d", "Linear")
+                and row["output_dtype"] in sixteen]
+    followers = [row["layer"] for row in layers if row["kind"] not in ("Conv2d", "Linear")
+                 and row["output_dtype"] in sixteen]
+    kept = [row["layer"] for row in layers if row["output_dtype"] not in sixteen]
+    one = len(followers) == 1
+    after = (f"the {len(followers)} layer{'' if one else 's'} after them (ReLU, max-pool) "
+             f"compute{'s' if one else ''}")
+    sentence = (f"Autocast ran the {len(products)} convolutions and linear layers in 16 bits (its lower-precision "
+                f"list), and {after} in the dtype their input comes in, so they output 16 bits too")
+    return sentence + (f"; {', '.join(kept)} kept fp32." if kept else ".")

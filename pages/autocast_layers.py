@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lessons.autocast_lists import CATEGORIES, classify, classify_isolated, rules_on
-from lessons.autocast_trace import MODE_DESCRIPTIONS, trace_all, trace_all_isolated
+from lessons.autocast_trace import MODE_DESCRIPTIONS, sixteen_bit_outputs_reason, trace_all, trace_all_isolated
 from trainer.errors import TrainerError
 from ui import server_bundle
 from ui.learn_charts import dtype_grid_chart
@@ -86,6 +86,7 @@ if amp_trace is not None:
         "autocast-layers", f"Under {amp_trace['mode']}, how many of the model's {len(layers)} layers output 16-bit "
         "values (convolutions, ReLUs, max-pools, linear layers)?", low=0, high=len(layers), default=4, step=1,
         fmt="%d", answer=sum(row["output_dtype"] in ("float16", "bfloat16") for row in layers),
+        why=sixteen_bit_outputs_reason(layers),
     )
 if revealed:
     grid_rows = [{"mode": t["mode"], **row} for t in traces for row in t["layers"]]

@@ -87,7 +87,7 @@ low, high, start, step = THROUGHPUT_GUESS[device_type]
 if predict_then_check(
     "baseline-throughput",
     f"How many images per second does the lab's model train in fp32 on {this_machine_class()} (like this server)?",
-    low=low, high=high, default=start, step=step, fmt="%.0f images/s",
+    low=low, high=high, default=start, step=step, fmt="%.0f images/s", log=True,
     answer=reference.baseline.steady_images_per_s if reference else None,
     pending=f"No reference run has been recorded on {this_machine_class()} yet: the Run page measures your own.",
 ) and reference is not None:

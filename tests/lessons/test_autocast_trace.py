@@ -68,3 +68,17 @@ def test_fp16_autocast_on_cuda():
     assert trace.device == "cuda"
     assert trace.layers[0].output_dtype == "float16" and trace.layers[0].weight_dtype == "float32"
     assert trace.loss_dtype == "float32"
+
+
+def test_the_reveal_says_which_layers_autocast_ran_in_16_bits_and_which_followed_their_input():
+    from lessons.autocast_trace import sixteen_bit_outputs_reason
+
+    def row(layer, kind, output):
+        return {"layer": layer, "kind": kind, "output_dtype": output}
+
+    layers = [row("features.0", "Conv2d", "bfloat16"), row("features.1", "ReLU", "bfloat16"),
+              row("classifier.2", "Linear", "bfloat16"), row("extra", "Softmax", "float32")]
+    assert sixteen_bit_outputs_reason(layers) == (
+        "Autocast ran the 2 convolutions and linear layers in 16 bits (its lower-precision list), and the 1 layer "
+        "after them (ReLU, max-pool) computes in the dtype their input comes in, so they output 16 bits too; extra "
+        "kept fp32.")
