@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trainer.capabilities import GpuInfo, visible_gpus
+from trainer.cpu_share import CORES_VARIABLE, format_cores, split_cores
 from trainer.errors import ConfigError, TrainerError
 
 log = logging.getLogger(__name__)
@@ -48,7 +50,12 @@ def server_slots(
         found = [gpu for gpu in found if gpu.index in gpus]
     if not found:
         return [Slot("cuda")]
+    # Several jobs at once share the host's cores: each GPU's child gets its own block of them (its torch threads
+    # and DataLoader workers stay there), so one learner's DataLoader-bound run does not slow another's.
+    shares = split_cores(os.cpu_count() or 1, len(found)) if len(found) > 1 else [None] * len(found)
     return [
-        Slot(f"GPU {gpu.index}", {"CUDA_VISIBLE_DEVICES": gpu.uuid}, {"index": gpu.index, "uuid": gpu.uuid, "name": gpu.name})
-        for gpu in found
+        Slot(f"GPU {gpu.index}", {"CUDA_VISIBLE_DEVICES": gpu.uuid, **({CORES_VARIABLE: format_cores(cores)}
+                                                                       if cores else {})},
+             {"index": gpu.index, "uuid": gpu.uuid, "name": gpu.name})
+        for gpu, cores in zip(found, shares)
     ]

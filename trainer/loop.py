@@ -17,6 +17,7 @@ from torch.profiler import record_function
 from trainer import host_malloc
 from trainer.capabilities import resolve_device
 from trainer.config import MAX_EPOCHS, RunConfig
+from trainer.cpu_share import apply_share, format_cores, loader_workers
 from trainer.datasets import load_split
 from trainer.environment import capture_environment
 from trainer.errors import CancelledError, OutOfMemoryError, UnsupportedModeError, is_out_of_memory
@@ -169,7 +170,9 @@ class _Timeline:
 
 
 def _measured_run(config, device, policy, train_split: ImageSplit, test_split: ImageSplit, reporter, should_cancel):
-    loader_options = dict(num_workers=config.num_workers, seed=config.seed, channels_last=config.channels_last)
+    cores = apply_share()  # a job's child on a server of several GPUs: its share of the cores (trainer/cpu_share.py)
+    workers = loader_workers(config.num_workers, cores)
+    loader_options = dict(num_workers=workers, seed=config.seed, channels_last=config.channels_last)
     train_batches = make_loader(train_split, config.loader, config.batch_size, device, shuffle=True, **loader_options)
     test_batches = make_loader(test_split, config.loader, config.batch_size, device, shuffle=False, **loader_options)
     model = policy.prepare_model(build_model(config.width, device, channels_last=config.channels_last,
@@ -201,6 +204,12 @@ def _measured_run(config, device, policy, train_split: ImageSplit, test_split: I
     result = _to_result(config, device, policy, timeline, peaks, memory.warnings, accuracy)
     result.timing_quality = timeline.timing.record(memory.gpu_activity(timeline.timing.window))
     result.resident_data_bytes = resident_bytes
+    result.environment["cpu_cores"] = None if cores is None else format_cores(cores)
+    result.environment["loader_workers"] = workers if config.loader == "dataloader" else 0
+    if workers != config.num_workers and config.loader == "dataloader":
+        result.warnings.append(f"{workers} DataLoader worker{'s' if workers != 1 else ''}, not the "
+                               f"{config.num_workers} asked for: this job's "
+                               f"share of the server's cores is {len(cores)} ({format_cores(cores)}), one GPU's")
     if config.profile_steps:  # after the timed window and the accuracy check: it changes neither
         result.profile = _profile(config, device, policy, model, optimizer, criterion, scaler, train_batches)
     if config.measure_peaks:  # after the timed window and the memory peaks: they measure training alone

@@ -12,10 +12,14 @@ def test_a_cpu_server_has_one_slot_and_pins_nothing():
     assert (slot.label, slot.env, slot.gpu) == ("cpu", {}, None)
 
 
-def test_one_slot_per_gpu_pinned_by_uuid():
+def test_one_slot_per_gpu_pinned_by_uuid_with_its_own_share_of_the_cores(monkeypatch):
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
     slots = server_slots("cuda", find=lambda: FOUR)
     assert [s.label for s in slots] == ["GPU 0", "GPU 1", "GPU 2", "GPU 3"]
-    assert slots[2].env == {"CUDA_VISIBLE_DEVICES": "GPU-2aaa"}
+    assert slots[2].env == {"CUDA_VISIBLE_DEVICES": "GPU-2aaa", "AMP_LAB_CPU_CORES": "8-11"}
+    assert [s.env["AMP_LAB_CPU_CORES"] for s in slots] == ["0-3", "4-7", "8-11", "12-15"]
+    (alone,) = server_slots("cuda", [1], find=lambda: FOUR)
+    assert "AMP_LAB_CPU_CORES" not in alone.env  # one job at a time: it has the whole machine
     assert slots[2].gpu == {"index": 2, "uuid": "GPU-2aaa", "name": "NVIDIA H100 80GB HBM3"}
 
 
