@@ -64,7 +64,14 @@ table = pd.DataFrame(
     columns=["When", "Kind", "Status", "Reason", "Training time", "Label", "Owner", "Job"],
 )
 st.caption(f"{len(listed)} job{'s' if len(listed) != 1 else ''} match.")
-st.dataframe(table, hide_index=True, key="history-jobs")
+# Widths that fit the grid into a narrow main area (800 px with the sidebar open): a long label or reason is cut
+# short in its cell, with the whole text on hover, instead of pushing the last columns out of sight.
+st.dataframe(table, hide_index=True, key="history-jobs", width="stretch", column_config={
+    "When": st.column_config.TextColumn(width=70), "Kind": st.column_config.TextColumn(width=44),
+    "Status": st.column_config.TextColumn(width=48), "Reason": st.column_config.TextColumn(width=48),
+    "Training time": st.column_config.TextColumn("Time", width=56), "Label": st.column_config.TextColumn(width=82),
+    "Owner": st.column_config.TextColumn(width=52), "Job": st.column_config.TextColumn(width=52),
+})
 
 st.subheader("Compare any two runs")
 runs = store.list_runs(limit=RUNS_OFFERED)

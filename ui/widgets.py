@@ -198,14 +198,12 @@ def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_referen
     interval, baseline, candidate = found.interval, found.baseline, found.candidate
     table = charts.comparison_table(baseline, candidate, interval)
     if with_lab_reference:
-        ours, theirs = st.columns([4, 3])
-        with ours:
-            st.markdown("**Your runs, on this server**")
-            st.table(table, hide_index=True)
-        with theirs:
-            st.markdown("**The lab's reference figures** (not your run)")
-            st.table(charts.lab_reference_table(), hide_index=True)
-            st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
+        # One above the other: side by side, the two four-column tables were cut at 800 px.
+        st.markdown("**Your runs, on this server**")
+        st.table(table, hide_index=True)
+        st.markdown("**The lab's reference figures** (not your run)")
+        st.table(charts.lab_reference_table(), hide_index=True)
+        st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
         differs = lab_differences(baseline, candidate)
         st.caption("**Yours beside the lab's:** " + ("; ".join(differs) + "." if differs else
                                                    "the same modes and settings as the lab's own comparison."))

@@ -268,3 +268,41 @@ def test_comparison_charts_at_800_px_show_every_name_and_legend_entry_without_ov
     problems += [f"{chart['chart']}: the text {mark['text']!r} on a bar is cut off at the chart's edge"
                  for chart in axes for mark in chart["marks"] if mark["right"] > chart["width"] + 0.5]
     assert not problems, "at 800 px: " + "; ".join(problems)
+
+
+# ---- issue 25, item 7: no table cut at 800 px ------------------------------------------------------------------------
+
+# Every table and grid on the page outside a closed expander: how much wider its content is than the room it has
+# (Streamlit's grid scrolls sideways inside a fixed box; an HTML table scrolls inside its wrapper).
+CLIPPED_JS = """() => {
+  const main = document.querySelector('[data-testid="stMain"]');
+  return [...main.querySelectorAll('[data-testid="stTable"], [data-testid="stDataFrame"]')]
+    .filter((el) => el.getBoundingClientRect().width > 0)
+    .map((el) => {
+      const boxes = [el, ...el.querySelectorAll('*')].filter((box) =>
+        ['auto', 'scroll', 'hidden'].includes(getComputedStyle(box).overflowX));
+      const over = Math.max(0, ...boxes.map((box) => box.scrollWidth - box.clientWidth));
+      const head = [...el.querySelectorAll('th, [role="columnheader"]')].map((h) => h.innerText.trim());
+      return {kind: el.dataset.testid, over, columns: head.filter(Boolean).slice(0, 10)};
+    });
+}"""
+
+
+def tables_cut_at_800(page, url: str, path: str, words: str) -> list[dict]:
+    page.set_viewport_size({"width": 800, "height": 1000})
+    page.goto(f"{url}/{path}")
+    heading(page, words).wait_for()
+    wait_until_idle(page)
+    page.wait_for_timeout(1500)  # the grids size their columns after they are drawn
+    return [table for table in page.evaluate(CLIPPED_JS) if table["over"] > 1]
+
+
+def test_no_table_on_results_or_history_is_cut_at_800_px(page, lab):
+    url, _ = lab
+    cut = tables_cut_at_800(page, url, "results?job=recorded-three-pairs", "Results")
+    cut += tables_cut_at_800(page, url, "history", "History")
+    page.get_by_text("Whole class", exact=True).first.click()  # the recorded jobs are another learner's
+    wait_until_idle(page)
+    page.wait_for_timeout(1500)
+    cut += [table for table in page.evaluate(CLIPPED_JS) if table["over"] > 1]
+    assert not cut, f"cut at 800 px: {cut}"
