@@ -223,10 +223,13 @@ def test_a_mode_step_1_found_supported_fails_the_lab_step_when_its_run_refuses_i
 
 
 def make(folder: Path, bin_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    # make takes these as settings; and run inside `make test` (MAKELEVEL set) it would say "Entering directory"
     env = {key: value for key, value in os.environ.items()
-           if key not in ("MAKEFLAGS", "OUT", "PY", "GPU_CHECK_OUT", "GPU_CHECK_ARGS")}  # make takes them as settings
+           if key not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "OUT", "PY", "GPU_CHECK_OUT",
+                          "GPU_CHECK_ARGS")}
     env.update(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", PYTHONPATH=str(REPO_ROOT))
-    return subprocess.run(["make", *args], cwd=folder, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(["make", "--no-print-directory", *args], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)
 
 
 @pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
