@@ -141,15 +141,15 @@ st.markdown(
 )
 unified, side_by_side = st.tabs(["Unified diff", "Side by side"])
 with unified:
-    st.code(script_diff(), language="diff")
+    st.code(script_diff(), language="diff", wrap_lines=True)
 with side_by_side:
     left, right = st.columns(2)
     with left:
         st.caption(f"lab/{BASELINE_SCRIPT}")
-        st.code(read_script(BASELINE_SCRIPT), language="python", line_numbers=True)
+        st.code(read_script(BASELINE_SCRIPT), language="python", line_numbers=True, wrap_lines=True)
     with right:
         st.caption(f"lab/{AMP_SCRIPT}")
-        st.code(read_script(AMP_SCRIPT), language="python", line_numbers=True)
+        st.code(read_script(AMP_SCRIPT), language="python", line_numbers=True, wrap_lines=True)
 
 with st.expander("Deeper: old spelling, new spelling"):
     st.markdown(
@@ -162,14 +162,14 @@ runs on a CPU too. (`torch.autocast` and `torch.amp.autocast` are two names for 
     old, new = st.columns(2)
     with old:
         st.caption("Deprecated (the lab's spelling)")
-        st.code(DEPRECATED_SPELLING, language="python")
+        st.code(DEPRECATED_SPELLING, language="python", wrap_lines=True)
     with new:
         st.caption("Current (this project's scripts)")
-        st.code(CURRENT_SPELLING, language="python")
+        st.code(CURRENT_SPELLING, language="python", wrap_lines=True)
     st.markdown("This is what the old spelling prints with this server's PyTorch (captured live, once):")
     warnings = old_spelling_warnings()
     if warnings:
-        st.code("\n".join(warnings), language="text")
+        st.code("\n".join(warnings), language="text", wrap_lines=True)
     else:
         st.caption("This PyTorch printed no FutureWarning for the old spelling.")
 next_link("pages/autocast_layers.py", "autocast, layer by layer")

@@ -120,11 +120,11 @@ input**. These lists belong to the device and the torch version: this is {device
         rows = []
         for p in sorted(policies, key=lambda p: CATEGORIES.index(p["category"])):
             row = {"op": p["op"], "kind": p["kind"], f"on {device}": p["category"],
-                   "from fp32 inputs": p["from_fp32"], f"from {low} inputs": p["from_low"]}
+                   "fp32 inputs give": p["from_fp32"], f"{low} inputs give": p["from_low"]}
             if device == "cpu":
-                row["CUDA has an autocast rule"] = "yes" if cuda_rules[p["op"]] else "no"
+                row["CUDA rule"] = "yes" if cuda_rules[p["op"]] else "no"
             rows.append(row)
-        st.dataframe(rows, hide_index=True)
+        st.table(rows, hide_index=True)  # wraps at 800 px, where a grid hid its last columns
         if device == "cpu":
             st.caption(
                 "The last column is read from this torch's dispatcher, which needs no GPU. On CUDA such a rule casts "

@@ -133,7 +133,7 @@ fp32-default there. Read from this server's PyTorch, in a fresh process:
     except TrainerError as err:
         st.error(str(err))
     else:
-        st.dataframe(
+        st.table(  # an HTML table wraps its cells at 800 px; a grid would hide its last column
             [
                 {"setting": s["setting"], "GPU convolutions": s["cuda_conv"], "GPU matmuls": s["cuda_matmul"],
                  "CPU (oneDNN) convolutions and matmuls": f"{s['cpu_conv']} / {s['cpu_matmul']}"}
@@ -152,5 +152,5 @@ st.caption(
     "The project's own version of the lab's baseline. Run it with `python lab/fp32_baseline.py`, or add "
     "`--synthetic --subset 2048 --epochs 1` for a quick check without downloading CIFAR-10."
 )
-st.code(read_script(BASELINE_SCRIPT), language="python", line_numbers=True)
+st.code(read_script(BASELINE_SCRIPT), language="python", line_numbers=True, wrap_lines=True)
 next_link("pages/adding_amp.py", "adding AMP")

@@ -39,24 +39,21 @@ ladder of such formats: **fp32** (the default), **TF32** (what Ampere-or-newer T
 )
 table = format_table()
 fp16_range = next(r for r in table if r.format == "fp16")
-st.dataframe(
-    [
-        {
-            "format": r.format,
-            "bits (sign/exponent/mantissa)": f"1/{r.exponent_bits}/{r.mantissa_bits}",
-            "smallest subnormal": f"{r.smallest_subnormal:.3e}",
-            "smallest normal": f"{r.smallest_normal:.3e}",
-            "largest": exact(r.largest),
-            "overflows from": f"{exact(r.overflow_from)} "
-                              f"({'to inf' if r.on_overflow == 'inf' else 'clamped to largest'})",
-            "spacing near 1 (epsilon)": f"{r.epsilon:.3e}",
-            "significant decimal digits": r.decimal_digits,
-            "where you meet it": r.use,
-        }
-        for r in table
-    ],
-    hide_index=True,
-)
+# One column per format and a row per property, the fp8 formats in a table of their own: each fits a narrow window
+# (800 px) instead of hiding its last columns, and a learner compares the formats along a row.
+properties = {
+    "bits (sign/exponent/mantissa)": lambda r: f"1/{r.exponent_bits}/{r.mantissa_bits}",
+    "smallest subnormal": lambda r: f"{r.smallest_subnormal:.3e}",
+    "smallest normal": lambda r: f"{r.smallest_normal:.3e}",
+    "largest": lambda r: exact(r.largest),
+    "overflows from": lambda r: f"{exact(r.overflow_from)} ({'to inf' if r.on_overflow == 'inf' else 'clamped'})",
+    "spacing near 1 (epsilon)": lambda r: f"{r.epsilon:.3e}",
+    "significant decimal digits": lambda r: str(r.decimal_digits),
+    "where you meet it": lambda r: r.use,
+}
+for group in ([r for r in table if not r.format.startswith("fp8")], [r for r in table if r.format.startswith("fp8")]):
+    st.table([{"": name, **{r.format: shown(r) for r in group}} for name, shown in properties.items()],
+             hide_index=True)
 e4m3 = next(r for r in table if r.format.endswith("e4m3"))
 with st.expander("Deeper: where the table's numbers come from, and when a value overflows"):
     st.markdown(

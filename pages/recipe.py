@@ -61,7 +61,7 @@ function below is the code itself, from `lessons/recipes.py`, and the project's 
 lab, `"cpu"` with `torch.bfloat16` on a CPU. Make the scaler enabled only for float16, and the same loop serves all:
 """
 )
-st.code(inspect.getsource(recipes.make_scaler), language="python")
+st.code(inspect.getsource(recipes.make_scaler), language="python", wrap_lines=True)
 
 scaled, unscaled, scale = unscale_norms()
 if predict_then_check(
@@ -80,7 +80,7 @@ if predict_then_check(
 for title, function in recipes.RECIPES:
     st.subheader(title)
     st.markdown(WHY[function])
-    st.code(inspect.getsource(function), language="python")
+    st.code(inspect.getsource(function), language="python", wrap_lines=True)
 
 st.subheader("Two things not to do")
 st.markdown(

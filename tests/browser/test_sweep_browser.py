@@ -306,3 +306,24 @@ def test_no_table_on_results_or_history_is_cut_at_800_px(page, lab):
     page.wait_for_timeout(1500)
     cut += [table for table in page.evaluate(CLIPPED_JS) if table["over"] > 1]
     assert not cut, f"cut at 800 px: {cut}"
+
+
+CODE_OVER_JS = """() => [...document.querySelectorAll('[data-testid="stCode"] pre')]
+  .filter((pre) => pre.getBoundingClientRect().width > 0).map((pre) => pre.scrollWidth - pre.clientWidth)
+  .filter((over) => over > 1)"""
+
+
+@pytest.mark.parametrize(("path", "words"), [
+    ("number-formats", "Number formats"), ("baseline", "fp32 baseline"), ("adding-amp", "Adding AMP"),
+    ("autocast", "Autocast"), ("when-amp-pays", "AMP pays off"), ("recipe", "recipe"),
+])
+def test_the_learn_pages_tables_and_code_fit_at_800_px_with_every_expander_open(page, lab, path, words):
+    url, _ = lab
+    tables_cut_at_800(page, url, path, words)
+    for summary in page.locator('[data-testid="stExpander"] summary').all():
+        summary.click()
+    wait_until_idle(page)
+    page.wait_for_timeout(1500)
+    cut = [table for table in page.evaluate(CLIPPED_JS) if table["over"] > 1]
+    assert not cut and not page.evaluate(CODE_OVER_JS), f"{path} at 800 px: tables {cut}, code lines over by " \
+                                                       f"{page.evaluate(CODE_OVER_JS)} px"
