@@ -68,7 +68,8 @@ if predict_then_check(
     "recipe-unscale", "Gradient clipping compares the gradients' norm with `max_norm`. Right after "
     "`scaler.scale(loss).backward()` with a fresh default GradScaler (fp16), how many times larger is the norm "
     "`clip_grad_norm_` measures than after `scaler.unscale_(optimizer)`?",
-    low=1, high=131072, default=1, step=1, fmt="%dx", answer=round(scaled / unscaled),
+    low=1, high=131072, default=1, step=1, fmt="%dx", answer=round(scaled / unscaled), log=True,
+    options=[2**n for n in range(0, 18)],
 ):
     st.caption(
         f"Measured by running the clipping recipe's first lines on a tiny classifier on this server's CPU: "

@@ -190,13 +190,16 @@ def dtype_grid_chart(rows: list[dict]) -> alt.Chart:
     base = alt.Chart(pd.DataFrame(cells)).encode(
         x=alt.X("tensor:N", title=None, sort=list(columns.values()),
                 axis=alt.Axis(labelAngle=-45, labelOverlap=False)),
-        y=alt.Y("layer:N", title=None, sort=layer_order, axis=alt.Axis(labelLimit=220)),
+        y=alt.Y("layer:N", title=None, sort=layer_order, axis=alt.Axis(labelLimit=120)),
     ).properties(width=alt.Step(26), height=alt.Step(22))
     grid = base.mark_rect(stroke="white").encode(
-        color=alt.Color("dtype:N", scale=alt.Scale(domain=list(DTYPE_COLOURS), range=list(DTYPE_COLOURS.values()))),
+        color=alt.Color("dtype:N", scale=alt.Scale(domain=list(DTYPE_COLOURS), range=list(DTYPE_COLOURS.values())),
+                        legend=alt.Legend(orient="bottom", direction="horizontal", title=None)),
         tooltip=["mode:N", "layer:N", "tensor:N", "dtype:N"],
     )
-    return grid.facet(column=alt.Column("mode:N", title=None, sort=list(dict.fromkeys(c["mode"] for c in cells))))
+    # Two modes a row and the legend below them: at 800 px a row of five panels and a legend at its right were cut.
+    modes = list(dict.fromkeys(c["mode"] for c in cells))
+    return grid.facet(facet=alt.Facet("mode:N", title=None, sort=modes), columns=2)
 
 
 def breakdown_chart(rows: list[dict]) -> alt.Chart:
@@ -217,7 +220,8 @@ def breakdown_chart(rows: list[dict]) -> alt.Chart:
             y=alt.Y("loader:N", title=None),
             x=alt.X("seconds:Q", title="seconds of training", stack=True),
             color=alt.Color("part:N", title=None, sort=shown,
-                            scale=alt.Scale(domain=shown, range=[PART_COLOURS[part] for part in shown])),
+                            scale=alt.Scale(domain=shown, range=[PART_COLOURS[part] for part in shown]),
+                            legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=0)),
             order=alt.Order("order:Q"),
             tooltip=["loader:N", "part:N", alt.Tooltip("seconds:Q", format=".2f"),
                      alt.Tooltip("share:Q", title="share of the training time", format=".0%")],

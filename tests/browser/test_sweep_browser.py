@@ -327,3 +327,39 @@ def test_the_learn_pages_tables_and_code_fit_at_800_px_with_every_expander_open(
     cut = [table for table in page.evaluate(CLIPPED_JS) if table["over"] > 1]
     assert not cut and not page.evaluate(CODE_OVER_JS), f"{path} at 800 px: tables {cut}, code lines over by " \
                                                        f"{page.evaluate(CODE_OVER_JS)} px"
+
+
+CHARTS_OVER_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+  .filter((chart) => chart.querySelector('svg') && chart.getBoundingClientRect().width > 0)
+  .map((chart) => {
+    const title = chart.querySelector('g.role-title text');
+    // The room is the main column's, not the chart's own box, which grows with a chart too wide for the page.
+    const block = document.querySelector('[data-testid="stMainBlockContainer"]') || document.querySelector('[data-testid="stMain"]');
+    const style = getComputedStyle(block);
+    const room = Math.min(chart.getBoundingClientRect().right,
+                          block.getBoundingClientRect().right - parseFloat(style.paddingRight || '0'));
+    const legend = [...chart.querySelectorAll('g.role-legend-label text')].map((t) => t.getBoundingClientRect().right);
+    return {chart: title ? title.textContent : '?', over: Math.max(0, ...legend, chart.querySelector('svg')
+      .getBoundingClientRect().right) - room};
+  }).filter((chart) => chart.over > 1)"""
+
+
+def test_the_breakdown_and_the_autocast_grid_and_their_legends_fit_at_800_px(page, lab):
+    from tests.ui_fixtures import finished_job, make_result
+
+    url, store = lab
+    parts = [make_result("fp32", config={"loader": loader}, data_wait_s=wait, compute_s=2.0)
+             for loader, wait in (("dataloader", 3.0), ("resident", 0.1))]
+    store.save_job(finished_job("breakdown-800", parts, "where the time goes: DataLoader vs resident (fp32, batch 256)",
+                                kind="breakdown", purpose="breakdown"))
+    tables_cut_at_800(page, url, "when-amp-pays", "AMP pays off")
+    titles = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"] g.role-title text')]
+      .map((t) => t.textContent)""")
+    assert "Where the training time goes" in titles
+    over = page.evaluate(CHARTS_OVER_JS)
+    tables_cut_at_800(page, url, "autocast", "Autocast")
+    page.get_by_role("button", name="Just show me").click()  # the grid of every mode follows the reveal
+    wait_until_idle(page)
+    page.wait_for_timeout(1500)
+    over += page.evaluate(CHARTS_OVER_JS)
+    assert not over, f"charts or legends past their box at 800 px: {over}"

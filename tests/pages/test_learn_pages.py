@@ -386,7 +386,7 @@ def test_recipe_page_predicts_what_unscale_changes_then_checks_it_by_running_the
     at = open_page(request.getfixturevalue("app"), "recipe")
     assert any("`scaler.unscale_(optimizer)`?" in m for m in texts(at.markdown))
     assert not any(c.startswith("Measured by running the clipping recipe") for c in texts(at.caption))
-    at.slider(key="predict-recipe-unscale-slider").set_value(1000).run()
+    at.select_slider(key="predict-recipe-unscale-slider").set_value(1024).run()  # powers of two
     next(b for b in at.button if b.label == "Lock in my guess").click().run()
     assert not at.exception
     from lessons.recipes import norms_around_unscale
@@ -394,7 +394,7 @@ def test_recipe_page_predicts_what_unscale_changes_then_checks_it_by_running_the
     scaled, unscaled, scale = norms_around_unscale()
     assert scale == 65536.0 and round(scaled / unscaled) == 65536  # unscale_ divides by the scale, exactly
     markdown = " ".join(texts(at.markdown))
-    assert "Your guess: **1000x** · measured: **65536x** (off: the measured value is higher than your guess)" in markdown
+    assert "Your guess: **1024x** · measured: **65536x** (off: the measured value is 64.0 times higher)" in markdown
     (caption,) = [c for c in texts(at.caption) if c.startswith("Measured by running the clipping recipe")]
     assert f"sees {scaled:,.1f} before `unscale_` and {unscaled:.3f} after it" in caption
 
