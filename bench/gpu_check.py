@@ -103,6 +103,9 @@ class Plan:
     app_subset: int
     app_epochs: int
     app_batch_size: int
+    # Step 3's runs at the lab's batch that are also profiled after their timed training (trainer/profile.py: the
+    # step by kind of work; on CUDA the kernels, Tensor Core ones marked) and measure the device's peaks once.
+    profile_steps: int = 20
 
 
 def make_plan(quick: bool, device_type: str) -> Plan:
@@ -147,7 +150,7 @@ def make_plan(quick: bool, device_type: str) -> Plan:
         probe_precisions=("amp-fp16",), breakdown_precisions=("fp32", amp), breakdown_batches=(8, 32),
         bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
                     "--test-subset", "32", *bench_modes),
-        app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32,
+        app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32, profile_steps=2,
     )
 
 
@@ -451,7 +454,15 @@ class Kit:
             args += ["--min-steady-s", f"{self.min_steady_s(loader):g}"]
         if self.prepared_root is not None:
             args += ["--data-root", str(self.prepared_root)]
+        if self.profiled(precision, loader, batch_size):
+            args += ["--profile-steps", str(plan.profile_steps), "--measure-peaks",
+                     "--peaks-cache", str(self.work / "device-peaks.json")]
         return args
+
+    def profiled(self, precision: str, loader: str, batch_size: int) -> bool:
+        """The runs whose step is also profiled: at the lab's batch, the resident ones (the device's own step) and
+        the lab's own comparison with its DataLoader. A few seconds each on a GPU, after their timed training."""
+        return batch_size == self.plan.lab_batch_size and (loader == "resident" or precision in LAB_COMPARISON)
 
     def lab_run(self, record: StepRecord, precision: str, loader: str, batch_size: int, deadline: float) -> dict:
         """One `python -m trainer run` in a fresh process; its figures, or why it did not run."""
@@ -484,6 +495,8 @@ class Kit:
             "tf32_flags": {k: result.environment.get(k) for k in ("cuda_matmul_allow_tf32", "cudnn_allow_tf32")},
             "timing": (result.timing_quality or {}).get("verdict"),
             "warnings": result.warnings,
+            "profile": result.profile,
+            "device_peaks": result.device_peaks,
         }
 
     def memory(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
@@ -907,6 +920,26 @@ def _md_lab(data: dict) -> list[str]:
             f"| {_mib(_nvml_figure(mem))} | {_mib(mem.get('process_rss_growth'))} "
             f"| {_pct(r['test_accuracy'])} | {r['skipped_steps']} |"
         )
+    return lines + _md_profiles(data["rows"])
+
+
+def _md_profiles(rows: list[dict]) -> list[str]:
+    """The profiled runs' step by kind of work (ms per step) and, on CUDA, how many of their kernels' names show
+    Tensor Cores."""
+    profiled = [r for r in rows if r.get("status") == "ok" and r.get("profile")]
+    if not profiled:
+        return []
+    names = list(profiled[0]["profile"]["categories"])
+    lines = ["", "Profiled steps after training (trainer/profile.py), milliseconds per step:", "",
+             "| mode | loader | step | " + " | ".join(names) + " | Tensor Core kernels |",
+             "|---|---|---:|" + "---:|" * len(names) + "---:|"]
+    for r in profiled:
+        profile = r["profile"]
+        kernels = profile.get("kernels") or []
+        tensor_cores = f"{sum(k['tensor_cores'] for k in kernels)} of {len(kernels)}" if kernels else "-"
+        cells = " | ".join(f"{profile['categories'].get(name, 0.0) * 1e3:.2f}" for name in names)
+        lines.append(f"| {r['precision']} | {r['loader']} | {profile['step_s'] * 1e3:.2f} | {cells} | "
+                     f"{tensor_cores} |")
     return lines
 
 

@@ -23,7 +23,8 @@ INDEX = "index.json"
 OPTIONS = {"epochs": "--epochs", "batch_size": "--batch-size", "data": "--data", "loader": "--loader",
            "subset": "--subset", "test_subset": "--test-subset", "width": "--width", "device": "--device",
            "seed": "--seed", "num_workers": "--workers", "log_every": "--log-every",
-           "warmup_steps": "--warmup-steps", "min_steady_s": "--min-steady-s"}
+           "warmup_steps": "--warmup-steps", "min_steady_s": "--min-steady-s", "profile_steps": "--profile-steps",
+           "compile_mode": "--compile-mode"}
 SWITCHES = {"channels_last": "--channels-last", "cudnn_benchmark": "--cudnn-benchmark", "breakdown": "--breakdown",
             "measure_peaks": "--measure-peaks"}
 # Not settings of the comparison: for synthetic data data_root only says where a prepared copy of the split was read

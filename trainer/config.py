@@ -38,6 +38,9 @@ DEFAULT_LOSS_SCALE = 2.0**16  # GradScaler's own defaults: start at 65536, grow 
 DEFAULT_GROWTH_INTERVAL = 2000
 MAX_LOSS_SCALE = 2.0**32
 MAX_LOSS_SHRINK_LOG2 = 24
+# Settings that add a measurement after a run's timed training and change nothing in it: two runs that differ in
+# these alone trained alike (a sweep's points, a comparison's pair).
+AFTER_TRAINING = ("measure_peaks", "peaks_cache", "profile_steps")
 MAX_PROFILE_STEPS = 200  # a profile is a short window: the profiler keeps every operator of every step in memory
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 from lessons.payoff import SweepRow, summarize_sweep
 from lessons.verdicts import machine_class
 from trainer.comparison_table import precision_name
+from trainer.config import AFTER_TRAINING
 from trainer.environment import HardwareReport
 from trainer.results import RunResult, compare
 from ui import charts, server_bundle
@@ -123,7 +124,8 @@ def reference_sweep(device_type: str, like: dict | None = None) -> list[Referenc
     first: a sweep recorded with `python -m trainer compare`, one batch size per call."""
     groups: dict[str, list[Reference]] = {}
     for reference in load_references(device_type=device_type, purpose="sweep", like=like):
-        settings = {k: v for k, v in reference.baseline.config.to_dict().items() if k != "batch_size"}
+        settings = {k: v for k, v in reference.baseline.config.to_dict().items()
+                    if k != "batch_size" and k not in AFTER_TRAINING}
         machine = reference.baseline.environment.get("device_name")
         groups.setdefault(json.dumps([machine, reference.candidate.precision, settings], sort_keys=True), []).append(
             reference)

@@ -460,3 +460,18 @@ def test_the_docs_counts_of_gpu_tests_and_search_tries_are_the_codes():
     tries = per_precision * len(make_plan(False, "cuda").probe_precisions)
     assert f"up to {per_precision} tries per precision, {tries} in all" in text
     assert f"up to {tries} processes" in text
+
+
+def test_the_lab_batchs_resident_runs_and_the_labs_comparison_are_profiled_and_measure_the_peaks(quick_cpu_run):
+    data = json.loads((quick_cpu_run / JSON_NAME).read_text())["steps"][2]["data"]
+    ran = [row for row in data["rows"] if row["status"] == "ok"]
+    profiled = [row for row in ran if row.get("profile")]
+    lab_batch = data["settings"]["batch_size"]
+    assert profiled and all(row["batch_size"] == lab_batch for row in profiled)
+    assert {row["loader"] for row in profiled if row["loader"] == "resident"} == {"resident"}
+    assert all(row["loader"] == "resident" or row["precision"] in ("fp32-default", "amp-fp16") for row in profiled)
+    for row in profiled:
+        profile = row["profile"]
+        assert sum(profile["categories"].values()) == pytest.approx(profile["step_s"])  # they add up to the step
+        assert row["device_peaks"]["matmul_tflops"]["fp32"] > 0
+    assert "Profiled steps after training" in (quick_cpu_run / MD_NAME).read_text()

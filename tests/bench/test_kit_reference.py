@@ -41,3 +41,10 @@ def test_a_setting_the_command_line_cannot_say_is_refused_rather_than_left_out()
 
 def test_files_are_named_as_reference_names_them():
     assert file_name("cuda", "2026-12-05", "sweep-batch1024") == "cuda-2026-12-05-sweep-batch1024.json"
+
+
+def test_a_profiled_pair_that_measured_the_peaks_keeps_both_in_its_command():
+    config = replace(LAB_POINT, profile_steps=20, measure_peaks=True, peaks_cache="/tmp/kit/device-peaks.json")
+    command = compare_command(config, replace(config, precision="amp-fp16"), "reference/x.json")
+    args = build_parser().parse_args(shlex.split(command)[3:])
+    assert (args.profile_steps, args.measure_peaks, args.peaks_cache) == (20, True, None)
