@@ -66,6 +66,18 @@ def rounding_reading(master: RunResult, pure: RunResult) -> FailureReading:
     return FailureReading("no-master-weights", guarded, unguarded, shown, sentence)
 
 
+# Each failure mode's count, as its runs' update history names it, and that count in words.
+FAILURE_COUNTS = {"amp-fp16-unscaled": ("zero_grad_share", "zero gradients"),
+                  "fp16-true": ("stalled_update_share", "updates rounded away")}
+
+
+def pair_reading(guarded: RunResult, failure: RunResult) -> FailureReading:
+    """The reading of a safeguards pair, amp-fp16 beside the run without one of its safeguards."""
+    if failure.precision == "amp-fp16-unscaled":
+        return underflow_reading(guarded, failure)
+    return rounding_reading(guarded, failure)
+
+
 def final_losses(guarded: RunResult, unguarded: RunResult) -> tuple[float, float] | None:
     """The last logged loss of each run (None where either logged none)."""
     if not guarded.loss_history or not unguarded.loss_history:

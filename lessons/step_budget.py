@@ -18,10 +18,6 @@ from trainer.model import SimpleCNN
 from trainer.peaks import DevicePeaks
 from trainer.results import LAB_REFERENCE, RunResult
 
-# torch's counter names the lab model's four kinds of product: convolution and its backward, addmm (a linear
-# layer's forward) and mm (its backward).
-CONVOLUTION_OPS = ("aten.convolution", "aten.convolution_backward")
-
 # Published dense peaks (TFLOP/s, no sparsity) and memory bandwidth (GB/s), from NVIDIA's datasheets: the H200 and
 # H100 SXM (TF32 494.7, FP16/BF16 989.5, FP32 67; 4,800 and 3,350 GB/s), the A100 SXM 80 GB (19.5, 156, 312;
 # 2,039 GB/s), the L4 (30.3, 60, 121; 300 GB/s). The datasheets quote Tensor Core rates with sparsity, twice these.
@@ -144,8 +140,8 @@ def budget_sentence(budgets: list[StepBudget]) -> str:
     """What the budgets say: how much of each step its arithmetic and its bytes need at this device's measured best,
     and so how much of the step a faster arithmetic, or fewer bytes, could remove."""
     parts = [f"{b.label}: the arithmetic needs {_duration(b.arithmetic_s)} and the bytes {_duration(b.bytes_s)} of a "
-             f"{_duration(b.step_s)} step; layer by layer, the faster of the two bounds allows {_duration(b.roofline_s)}"
-             f" ({b.roofline_share:.0%} of the step)" for b in budgets]
+             f"{_duration(b.step_s)} step; each layer held to the slower of its two, the step needs at least "
+             f"{_duration(b.roofline_s)} ({b.roofline_share:.0%} of it)" for b in budgets]
     sentence = "At this device's measured best rates, " + "; ".join(parts) + "."
     if all(b.roofline_share < ARITHMETIC_BOUND_SHARE for b in budgets):
         rest = max(1 - b.roofline_share for b in budgets)
@@ -172,7 +168,8 @@ def budget_rows(budgets: list[StepBudget]) -> list[dict]:
     bytes and the two layer by layer need at the measured (and published) peaks, with the step's share."""
     rows = []
     for b in budgets:
-        row = {"Run": b.label, "FLOPs per step": f"{b.flops / 1e9:.2f} GFLOP", "Bytes per step": f"{b.bytes / 1e6:.0f} MB",
+        row = {"Run": b.label, "FLOPs per step": f"{b.flops / 1e9:.2f} GFLOP",
+               "Bytes per step": f"{b.bytes / 1e6:.0f} MB",
                "Measured step": _duration(b.step_s), "Arithmetic at peak": _duration(b.arithmetic_s),
                "Bytes at peak": _duration(b.bytes_s),
                "Roofline (layer by layer)": f"{_duration(b.roofline_s)} ({b.roofline_share:.1%})"}

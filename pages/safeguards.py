@@ -4,12 +4,12 @@ away. Deliberate failures a learner starts and watches, each step's gradients an
 import streamlit as st
 
 from lessons.safeguards import (
+    FAILURE_COUNTS,
     final_losses,
     fp16_spacing,
     fp16_sum,
     largest_layer_weight,
-    rounding_reading,
-    underflow_reading,
+    pair_reading,
 )
 from server.offer import SAFEGUARD_DEFAULT_SHRINK, SAFEGUARD_SHRINKS
 from ui import jobs, server_bundle
@@ -53,6 +53,24 @@ def show_runs(job, field: str, axis_title: str) -> None:
                        width="stretch")
 
 
+def show_pair(found, guarded: tuple[str, int], unguarded: tuple[str, int], loss_line: bool = False) -> None:
+    """A finished pair (None: nothing yet): each run's share as a metric (label, digits), what it shows, the losses
+    where asked, and both runs' charts."""
+    if found is None:
+        return
+    safe, failure = found.results[:2]
+    reading = pair_reading(safe, failure)
+    left, right = st.columns(2)
+    left.metric(guarded[0], share(reading.guarded, guarded[1]))
+    right.metric(unguarded[0], share(reading.unguarded, unguarded[1]))
+    st.markdown(reading.sentence)
+    losses = final_losses(safe, failure) if loss_line else None
+    if losses:
+        st.markdown(f"The loss ended at {losses[1]:.3f} without the scaler and at {losses[0]:.3f} with it.")
+    field, name = FAILURE_COUNTS[failure.precision]
+    show_runs(found, field, name)
+
+
 st.title("AMP without its safeguards")
 amp_step_picture("safeguards")
 st.markdown(
@@ -83,18 +101,8 @@ with the scaler shows how many; what the run without it loses beyond that is und
 shrink = st.select_slider("Loss times", options=list(SAFEGUARD_SHRINKS), value=SAFEGUARD_DEFAULT_SHRINK,
                           format_func=shrink_name)
 queue_or_follow("no-scaler", offer.safeguard_demo("no-scaler", shrink), "Run amp-fp16 with and without its scaler")
-found = jobs.latest_done_with("amp-fp16-unscaled")
-if found is not None:
-    scaled, unscaled = found.results[:2]
-    reading = underflow_reading(scaled, unscaled)
-    with_scaler, without = st.columns(2)
-    with_scaler.metric("Zero gradients with the scaler", share(reading.guarded, 1))
-    without.metric("Zero gradients without it", share(reading.unguarded, 1))
-    st.markdown(reading.sentence)
-    losses = final_losses(scaled, unscaled)
-    if losses:
-        st.markdown(f"The loss ended at {losses[1]:.3f} without the scaler and at {losses[0]:.3f} with it.")
-    show_runs(found, "zero_grad_share", "zero gradients")
+show_pair(jobs.latest_done_with("amp-fp16-unscaled"), ("Zero gradients with the scaler", 1),
+          ("Zero gradients without it", 1), loss_line=True)
 
 st.subheader("Without fp32 master weights")
 layer, weight = largest_layer_weight()
@@ -110,12 +118,5 @@ nothing. AMP adds the same update to the fp32 master weight, where it counts. No
 )
 queue_or_follow("no-master-weights", offer.safeguard_demo("no-master-weights"),
                 "Run amp-fp16 beside pure fp16")
-found = jobs.latest_done_with("fp16-true")
-if found is not None:
-    master, pure = found.results[:2]
-    reading = rounding_reading(master, pure)
-    with_master, without = st.columns(2)
-    with_master.metric("Updates rounded away with fp32 master weights", share(reading.guarded, 3))
-    without.metric("Updates rounded away in pure fp16", share(reading.unguarded, 1))
-    st.markdown(reading.sentence)
-    show_runs(found, "stalled_update_share", "updates rounded away")
+show_pair(jobs.latest_done_with("fp16-true"), ("Updates rounded away with fp32 master weights", 3),
+          ("Updates rounded away in pure fp16", 1))

@@ -16,7 +16,7 @@ import altair as alt
 import pandas as pd
 
 from lessons.interpret import interpret, loss_tracking
-from lessons.safeguards import final_losses, rounding_reading, underflow_reading
+from lessons.safeguards import FAILURE_COUNTS, final_losses, pair_reading
 from lessons.verdicts import distinct_warnings, headline, timing_summary
 from server.guesses import Guess
 from server.records import JOB_PURPOSES, JobView
@@ -26,9 +26,6 @@ from ui import charts
 from ui.learn_charts import update_share_chart
 
 REPORT_COMPARISONS = 10  # the newest comparisons in full; older ones are listed with the other jobs
-# A safeguards pair's failure mode: the count its page reads, and that count's name.
-FAILURE_COUNTS = {"amp-fp16-unscaled": ("zero_grad_share", "zero gradients"),
-                  "fp16-true": ("stalled_update_share", "updates rounded away")}
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
@@ -154,8 +151,7 @@ def _failure(job: JobView) -> str:
         return f"<h3>{_text(job.label)}</h3><p>Fewer than two finished runs.</p>"
     guarded, failure = results[:2]
     field, name = FAILURE_COUNTS[failure.precision]
-    reading = (underflow_reading(guarded, failure) if failure.precision == "amp-fp16-unscaled"
-               else rounding_reading(guarded, failure))
+    reading = pair_reading(guarded, failure)
     parts = [f"<div class='failure'><h3>{_text(job.label)}</h3>",
              f"<p class='note'>Job {_text(job.id[:8])} · finished {_when(job.finished_at)}</p>",
              f"<p>{_text(reading.sentence)}</p>"]
