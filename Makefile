@@ -10,6 +10,9 @@
 #                             machine), that python3 runs it and nothing is installed
 #   make gpu-check GPU_CHECK_ARGS="--device cpu --quick"     the same kit's wiring on a CPU, in a few minutes
 #   make gpu-check PY=python3 any python with torch runs it (nothing is installed then)
+#   make gpu-rehearsal        the device command of docs/gpu-check.md on this CPU as the lent H200 runs it: Python
+#                             3.12, torch 2.11.0, the kit's wheels, a copy of the carried tree (not in make test:
+#                             the first run downloads several GB into .rehearsal/)
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -32,7 +35,7 @@ DURATIONS := --durations=15
 GPU_CHECK_OUT ?= $(or $(OUT),artifacts/gpu-check)
 GPU_CHECK_ARGS ?= --device cuda
 
-.PHONY: run test test-fast install install-cluster install-auth gpu-check
+.PHONY: run test test-fast install install-cluster install-auth gpu-check gpu-rehearsal
 
 run: install
 	$(PY) serve.py --server.address $(ADDRESS) --server.port $(PORT)
@@ -68,6 +71,10 @@ endif
 
 gpu-check: $(if $(KIT_PY),,install)
 	$(or $(KIT_PY),$(PY)) -m bench.gpu_check --out $(GPU_CHECK_OUT) $(GPU_CHECK_ARGS)
+
+# The .venv is only for downloading the wheels at its versions (bench/gpu_wheels.sh) when .gpu-wheels/ is missing.
+gpu-rehearsal: install
+	bench/gpu_rehearsal.sh
 
 # $(call install_once,FILE,STAMP,WHAT): pip-install FILE into the venv unless it is unchanged since the last
 # install (STAMP is the copy kept then); WHAT says what it brings.

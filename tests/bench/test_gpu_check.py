@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from bench.cuda_only import gpu_test_files, is_gpu_only
+from bench.device_command import DEVICE_COMMAND_LIMIT, GPU_CHECK_DOC, documented_device_command
 from bench.gpu_check import (
     FIRST_TRY_S,
     JSON_NAME,
@@ -51,8 +52,7 @@ from trainer.config import PRECISIONS
 from trainer.errors import TrainerError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DOC = REPO_ROOT / "docs" / "gpu-check.md"
-DEVICE_COMMAND_LIMIT = 2000  # characters, the device tool's limit on a command
+DOC = GPU_CHECK_DOC
 WINDOW_S = 15 * 60  # the lent GPU's device time, all tries together
 MACHINE_START_S = 120  # "minutes" to start it; the hand-back is given the same
 WHEELS_S = 15  # installing .gpu-wheels/ before each try
@@ -312,17 +312,10 @@ def test_the_first_try_leaves_the_window_room_for_each_documented_retry():
 
 
 def test_the_documented_device_command_goes_on_without_the_wheels_and_fits_the_device_tool():
-    command = device_command()
+    command = documented_device_command()
     assert len(command) < DEVICE_COMMAND_LIMIT
     assert "&&" not in command  # issue 22, item 2: a failed wheel install must not stop the kit
     assert "bench.gpu_check --out $OUT" in command
-
-
-def device_command() -> str:
-    """The device command as docs/gpu-check.md gives it: the bash block that runs the kit into $OUT."""
-    blocks = re.findall(r"```bash\n(.*?)```", DOC.read_text(), re.DOTALL)
-    (command,) = [block for block in blocks if "bench.gpu_check --out $OUT" in block and "pip install" in block]
-    return command
 
 
 def test_step_2_is_given_only_the_suites_files_that_hold_cuda_only_tests():

@@ -1,0 +1,141 @@
+#!/bin/bash
+# The GPU kit's rehearsal (docs/gpu-check.md, "Rehearsal"): the device command from docs/gpu-check.md, run on this
+# CPU the way the lent H200 runs it. Not part of `make test` (the first build downloads several GB).
+#   1. once: a Python 3.12 environment with torch 2.11.0 and the H200 image's other packages that the kit imports,
+#      and nothing the H200 lacks (Streamlit, Altair and their needs come only from the wheels, as there);
+#   2. once: the wheels (bench/gpu_wheels.sh) when .gpu-wheels/ is missing;
+#   3. a copy of what the device tool carries: tracked files, untracked files git does not ignore, and .gpu-wheels/,
+#      refused over the tool's 64 MiB;
+#   4. the device command itself, read from docs/gpu-check.md, in that copy with its own $OUT, `--device cpu
+#      --quick` added to the kit and the wheels' target moved from /tmp/site into the rehearsal's folder;
+#   5. the kit's report checked: every step ok or skipped for want of a GPU, the files that come back present.
+#
+#   bench/gpu_rehearsal.sh            (run from the repository root; make gpu-rehearsal)
+# Environment: REHEARSAL_DIR (default .rehearsal, git-ignored), PY312 (a Python 3.12 to build from).
+set -euo pipefail
+
+ROOT=$(pwd)
+DIR=${REHEARSAL_DIR:-$ROOT/.rehearsal}
+ENV=$DIR/venv
+say() { echo "gpu-rehearsal: $*"; }
+fail() { echo "gpu-rehearsal: $*" >&2; exit 1; }
+[ -f docs/gpu-check.md ] && [ -d bench ] || fail "run it from the repository root (docs/gpu-check.md not found)"
+
+# The H200's torch as KINDS.md read it (2.11.0+cu130, torchvision 0.26.0, numpy 2.5.2 on Python 3.12.3). PyPI's
+# torch 2.11.0 is a CUDA build too; on this CPU it runs its CPU kernels, as the kit's --device cpu asks.
+TORCH_PACKAGES="torch==2.11.0 torchvision==0.26.0 numpy==2.5.2"
+# Of the H200 image's package list (read 2026-11-17), the ones this project's kit, trainer and app import, and the
+# ones Streamlit and Altair need that the wheels leave to the image. Versions there are not known: PyPI's newest
+# that pip here allows. Nothing outside that list goes in: a missing import must fail here as it would there.
+IMAGE_PACKAGES="pandas pyarrow pillow protobuf requests click jinja2 anyio h11 attrs narwhals nvidia-ml-py psutil
+pytest packaging typing-extensions"
+
+find_python312() {
+    if [ -n "${PY312:-}" ]; then echo "$PY312"; return; fi
+    if command -v python3.12 >/dev/null && python3.12 -c "" 2>/dev/null; then command -v python3.12; return; fi
+    if command -v pyenv >/dev/null; then
+        local version
+        version=$(pyenv versions --bare 2>/dev/null | grep -m1 '^3\.12' || true)
+        if [ -n "$version" ]; then echo "$(pyenv root)/versions/$version/bin/python3.12"; return; fi
+    fi
+    return 1
+}
+
+build_environment() {
+    local python
+    python=$(find_python312) || fail "no Python 3.12 found (set PY312=/path/to/python3.12)"
+    say "building $ENV from $($python --version) (once; torch 2.11.0 is a CUDA build of several GB)"
+    rm -rf "$ENV"
+    "$python" -m venv "$ENV"
+    # shellcheck disable=SC2086  # lists of requirements
+    "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check $TORCH_PACKAGES $IMAGE_PACKAGES 2>&1 \
+        | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+    # Streamlit must not be there: the device command's wheels bring it, or step 6 says it is missing.
+    if "$ENV/bin/python" -c "import streamlit" 2>/dev/null; then fail "streamlit got into $ENV: it must come from the wheels"; fi
+    "$ENV/bin/python" -m pip freeze --disable-pip-version-check >"$ENV/freeze.txt"
+    touch "$ENV/.built"
+}
+
+started=$(date +%s)
+[ -f "$ENV/.built" ] || build_environment
+say "environment: $("$ENV/bin/python" -c 'import sys, torch; print(f"Python {sys.version.split()[0]}, torch {torch.__version__}")')"
+[ -d .gpu-wheels ] || PY=.venv/bin/python bench/gpu_wheels.sh .gpu-wheels
+
+# What the device tool carries: the working tree as git sees it (ignored files stay behind) and the carried folder.
+TREE=$DIR/tree
+rm -rf "$TREE" "$DIR/out" "$DIR/site"
+mkdir -p "$TREE" "$DIR/out"
+git ls-files -z --cached --others --exclude-standard | while IFS= read -r -d '' path; do
+    [ -e "$path" ] && printf '%s\0' "$path"
+done | tar --null -T - -cf - | tar -xf - -C "$TREE"
+cp -r .gpu-wheels "$TREE/.gpu-wheels"
+carried_bytes=$(du -sb "$TREE" | cut -f1)
+carried_mib=$(awk -v b="$carried_bytes" 'BEGIN { printf "%.1f", b / 1048576 }')
+[ "$carried_bytes" -le $((64 * 1048576)) ] || fail "the carried tree is $carried_mib MiB, over the device's 64 MiB"
+say "carried tree: $carried_mib MiB ($(find "$TREE/.gpu-wheels" -name '*.whl' | wc -l) wheels included)"
+
+# The device command exactly as docs/gpu-check.md gives it (bench/device_command.py, which the tests read too).
+COMMAND=$("$ENV/bin/python" -m bench.device_command) || fail "no device command found in docs/gpu-check.md"
+REHEARSED=${COMMAND//--out \$OUT/--out \$OUT --device cpu --quick}
+REHEARSED=${REHEARSED//\/tmp\/site/$DIR/site}
+[ "$(wc -c <<<"$COMMAND")" -le 2000 ] || fail "the device command is over the tool's 2,000 characters"
+
+# As there: a plain python3 that holds torch, no project .venv, $OUT empty; here python3 is the rehearsal's.
+say "running the device command in $TREE (the kit with --device cpu --quick)"
+kit_started=$(date +%s)
+set +e
+(cd "$TREE" && env -u PYTHONPATH -u VIRTUAL_ENV PATH="$ENV/bin:$PATH" OUT="$DIR/out" bash -c "$REHEARSED")
+status=$?
+set -e
+kit_s=$(( $(date +%s) - kit_started ))
+say "the device command exited $status after $kit_s s"
+
+# Step 2 cannot run its tests on a CPU; what can fail before a GPU is touched is their collection (an import the
+# H200 lacks): collect exactly the files and tests step 2 would run, with this environment and the wheels.
+say "collecting step 2's CUDA-only tests as the kit would on the GPU"
+collected=$(cd "$TREE" && PYTHONPATH="$DIR/site" "$ENV/bin/python" - <<'PY'
+import subprocess, sys
+from pathlib import Path
+from bench.cuda_only import gpu_test_files
+files = [str(path) for path in gpu_test_files(Path("tests"))]
+done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only",
+                       "--collect-only", *files], capture_output=True, text=True)
+last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr.strip()
+if done.returncode:
+    sys.exit(f"gpu-rehearsal: step 2's tests do not collect (pytest exit {done.returncode}): {last}")
+print(f"{len(files)} files: {last}")
+PY
+) || exit 1
+say "step 2's tests: $collected"
+
+"$ENV/bin/python" - "$DIR/out" "$status" <<'PY'
+import json, pathlib, re, sys
+out, status = pathlib.Path(sys.argv[1]), int(sys.argv[2])
+missing = [n for n in ("gpu-check.json", "gpu-check.md", "gpu-check.log") if not (out / n).is_file()]
+if missing:
+    sys.exit(f"gpu-rehearsal: missing in $OUT: {', '.join(missing)}")
+# What the device tool brings back from $OUT (its README): at most 8 files, 16 MiB each, 64 MiB in all, no more
+# than two folders down, names of letters, digits, '.', '_' and '-'. Anything else would be left there.
+files = [path for path in out.rglob("*") if path.is_file()]
+limits = []
+if len(files) > 8:
+    limits.append(f"{len(files)} files (8 come back)")
+for path in files:
+    relative = path.relative_to(out)
+    if path.stat().st_size > 16 * 2**20 or len(relative.parts) > 3 or not all(
+            re.fullmatch(r"[A-Za-z0-9._-]+", part) for part in relative.parts):
+        limits.append(f"{relative} would not come back")
+if sum(path.stat().st_size for path in files) > 64 * 2**20:
+    limits.append("over 64 MiB in all")
+print(f"  $OUT: {len(files)} files, {sum(p.stat().st_size for p in files) / 2**10:.0f} KiB")
+report = json.loads((out / "gpu-check.json").read_text())
+bad = []
+for step in report["steps"]:
+    state, reason = step["status"], step.get("reason")
+    print(f"  step {step['number']} {step['name']}: {state}" + (f": {reason}" if reason else ""))
+    if not (state == "ok" or (state, reason) == ("skipped", "no GPU")):
+        bad.append(f"step {step['number']}: {state}: {reason}")
+if bad or limits or status:
+    sys.exit("gpu-rehearsal: FAILED: " + "; ".join(bad + limits or [f"exit status {status}"]))
+PY
+say "passed in $(( $(date +%s) - started )) s (the device command $kit_s s; carried $carried_mib MiB)"
