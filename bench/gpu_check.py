@@ -4,8 +4,9 @@
 
 Steps, in order, each bounded in time and each written to DIR/gpu-check.json and DIR/gpu-check.md as soon as it
 ends (a failed step records its error and the kit goes on): 1 environment, 2 the CUDA-only tests, 3 the lab
-workload, 4 the largest batch and the memory picture, 5 the benchmark, 6 the app, 7 the summary. See
-docs/gpu-check.md for what each figure means and how long the full plan takes.
+workload, 4 the largest batch and the memory picture, 5 the benchmark, 6 the app, 7 the ladder to the fastest lab
+run (only when --only names it: a call of its own), 8 the summary. See docs/gpu-check.md for what each figure means
+and how long the full plan takes.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import statistics
 import sys
 import tempfile
 import time
@@ -53,8 +55,12 @@ STEPS = (
     ("memory", "Largest batch and memory"),
     ("benchmark", "Benchmark: plain loop vs trainer"),
     ("app", "The app: a comparison through the job manager, Results page in AppTest"),
+    ("ladder", "The ladder to the fastest lab run"),
     ("summary", "Summary"),
 )
+# Steps that run only when --only names them. The ladder fills a window's second call (docs/gpu-check.md: after a
+# first try that needs no retry), so the first try's plan is the six steps before it.
+OPT_IN_STEPS = ("ladder",)
 NO_GPU = "no GPU"
 NO_CUDA = "torch sees no CUDA GPU (torch.cuda.is_available() is False)"
 CPU_STEPS = ("environment",)  # the steps that run without a GPU under --device cuda: step 1 says why there is none
@@ -63,6 +69,8 @@ CPU_STEPS = ("environment",)  # the steps that run without a GPU under --device 
 FIRST_TRY_S = 360.0
 RETRY_S = 240.0  # the most a retry (--only) may take in the same window
 BENCH_TAIL_S = 20.0  # after the bench's own budget: its last run, its environment record and its exit
+# After the ladder's own budget: the last run it started (a compiled rung's compile included), then its exit.
+LADDER_TAIL_S = {"full": 60.0, "quick": 30.0}
 PAGE_RESERVE_S = 25.0  # step 6: kept for the Results page after the job (it took 3 s on 2 CPU cores)
 RESERVE_PER_STEP_S = 20.0  # kept back for each later step, so one slow step cannot starve all the others
 MIN_STEP_S = 10.0  # a step given less than this is skipped as out of time rather than started
@@ -103,6 +111,7 @@ class Plan:
     app_subset: int
     app_epochs: int
     app_batch_size: int
+    ladder_args: tuple[str, ...]  # step 7, passed to python -m bench.ladder
     # Step 3's runs at the lab's batch that are also profiled after their timed training (trainer/profile.py: the
     # step by kind of work; on CUDA the kernels, Tensor Core ones marked) and measure the device's peaks once.
     profile_steps: int = 20
@@ -119,7 +128,7 @@ def make_plan(quick: bool, device_type: str) -> Plan:
         return Plan(
             name="full", budget_s=FIRST_TRY_S,
             step_caps_s={"environment": 30, "cuda_tests": 60, "lab_workload": 200, "memory": 40,
-                         "benchmark": 100, "app": 80},
+                         "benchmark": 100, "app": 80, "ladder": RETRY_S},
             lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5,
             lab_dataloader_modes=None,
             # An H200 trains the lab's 5 epochs in about a second: a few seconds of steady window measure the
@@ -136,6 +145,8 @@ def make_plan(quick: bool, device_type: str) -> Plan:
             # The Run page's quick demo, as server.offer.QUICK_DEMO sizes it (resident, synthetic data).
             app_amp=amp, app_subset=QUICK_DEMO["subset"], app_epochs=QUICK_DEMO["epochs"],
             app_batch_size=QUICK_DEMO["batch_size"],
+            # The lab's 5 epochs per rung; a second repeat for the spreads where the budget leaves room.
+            ladder_args=("--repeats", "2"),
         )
     # The quick plan runs inside `make test` on 2 cores, where a fresh process costs more than its training: a few
     # small batches per run (fp16, and bf16 without AMX, are tens of times slower than fp32 on a CPU), the DataLoader
@@ -144,13 +155,14 @@ def make_plan(quick: bool, device_type: str) -> Plan:
     return Plan(
         name="quick", budget_s=290.0,
         step_caps_s={"environment": 45, "cuda_tests": 120, "lab_workload": 120, "memory": 60, "benchmark": 130,
-                     "app": 90},
+                     "app": 90, "ladder": 150},
         lab_epochs=1, lab_subset=96, lab_test_subset=32, lab_batch_size=32, lab_warmup_steps=1,
         lab_dataloader_modes=("fp32",), lab_min_steady_s=0.5, sweep_batch_size=16, workers=2,
         probe_precisions=("amp-fp16",), breakdown_precisions=("fp32", amp), breakdown_batches=(8, 32),
         bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
                     "--test-subset", "32", *bench_modes),
         app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32, profile_steps=2,
+        ladder_args=("--quick", "--repeats", "1"),
     )
 
 
@@ -258,8 +270,9 @@ class Kit:
     def run(self) -> int:
         out_of_time = f"out of time: the kit's budget of {self.plan.budget_s:.0f} s was spent"
         for record, step in zip(self.records[:-1], self.step_functions()):
-            if self.only is not None and record.number not in self.only:
-                self.finish(record, "skipped", "not selected (--only)")
+            if not self.selected(record):
+                self.finish(record, "skipped", "not selected (--only)" if self.only is not None else
+                            f"runs only as a call of its own (--only {record.number})")
                 continue
             if self.gpu_missing(record):
                 self.finish(record, "failed", NO_CUDA)
@@ -290,7 +303,12 @@ class Kit:
         return EXIT_STEP_FAILED if failed else EXIT_OK
 
     def step_functions(self) -> list[Callable[[StepRecord, float], tuple[str, str | None]]]:
-        return [self.environment, self.cuda_tests, self.lab_workload, self.memory, self.benchmark, self.app]
+        return [self.environment, self.cuda_tests, self.lab_workload, self.memory, self.benchmark, self.app,
+                self.ladder]
+
+    def selected(self, record: StepRecord) -> bool:
+        """Whether this call runs the step: --only's steps, or else every step but the opt-in ones."""
+        return record.number in self.only if self.only is not None else record.name not in OPT_IN_STEPS
 
     def gpu_missing(self, record: StepRecord) -> bool:
         """A step that needs the GPU, asked for with --device cuda, where torch sees none: it fails without running
@@ -303,7 +321,7 @@ class Kit:
 
     def time_for(self, record: StepRecord) -> float:
         """This step's cap, or less when the budget must still leave a reserve for each step after it."""
-        later = sum(1 for r in self.records[record.number:-1] if self.only is None or r.number in self.only)
+        later = sum(1 for r in self.records[record.number:-1] if self.selected(r))
         left = self.deadline - time.monotonic() - later * RESERVE_PER_STEP_S
         return max(0.0, min(self.plan.step_caps_s[record.name], left))
 
@@ -625,6 +643,28 @@ class Kit:
             verdicts=format_targets(report["targets"]),
         )
 
+    def ladder(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
+        """bench.ladder in a fresh process: every rung once, then the largest batch, then a second repeat as far as
+        the step's time goes. The ladder writes its JSON after every run, so a kill keeps each finished one."""
+        path = self.out / f"ladder-{self.device_type}.json"
+        seconds = max(1.0, deadline - time.monotonic())
+        budget = max(1.0, seconds - LADDER_TAIL_S[self.plan.name])
+        args = ["-m", "bench.ladder", "--device", self.device_type, *self.plan.ladder_args,
+                "--budget", f"{budget:.0f}", "--timeout", f"{max(1.0, seconds - 5):.0f}", "--json", str(path)]
+        record.data = {"command": "python " + shlex.join(args), "json": path.name}
+        ended = _child_until(args, deadline)
+        if not path.exists():
+            record.count(processes=1)
+            if ended.timed_out:
+                raise StepTimeout(f"{ended.problem}, before its first run ended")
+            return "failed", ended.problem or "the ladder wrote no JSON"
+        report = json.loads(path.read_text(encoding="utf-8"))
+        counts = report.get("counts", {})
+        record.count(processes=1 + counts.get("runs", 0), steps=counts.get("train_steps", 0),
+                     images=counts.get("train_images", 0))
+        record.data.update(ladder_summary(report))
+        return ladder_outcome(report, ended)
+
     def app(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         plan = self.plan
         job_s = max(10.0, deadline - time.monotonic() - PAGE_RESERVE_S)
@@ -722,6 +762,29 @@ def _one_pair_note(runs: list[RunResult]) -> str:
     return f"One pair of runs, so the speedup's spread is unknown; timing: {', '.join(verdicts)}."
 
 
+def ladder_summary(report: dict) -> dict:
+    """Step 7's figures: the ladder's rungs as its JSON has them, its reference lines, and where it stopped."""
+    return {key: report.get(key) for key in ("device_name", "torch", "quick", "repeats", "seconds", "references",
+                                             "rungs", "stopped", "counts")}
+
+
+def ladder_outcome(report: dict, ended: "ChildEnd") -> tuple[str, str | None]:
+    """Step 7's verdict: a rung whose runs failed fails it; a rung this device can run that never started (the
+    time ran out) times it out; repeats cut short are a note: each rung's first run is the ladder."""
+    failed = [f"{rung['name']}: {'; '.join(rung['errors'])}" for rung in report["rungs"] if rung["errors"]]
+    if failed:
+        return "failed", "; ".join(failed)
+    missing = [rung["name"] for rung in report["rungs"]
+               if rung["config"] is not None and not rung["seconds"]
+               or (rung["why_not"] or "").startswith("the budget ran out")]
+    if ended.timed_out or missing:
+        return "timed out", (ended.problem or "") + ("; " if ended.problem and missing else "") + (
+            f"not run for want of time: {', '.join(missing)}" if missing else "")
+    if ended.problem:
+        return "failed", ended.problem
+    return "ok", report.get("stopped") and f"{report['stopped']} (fewer repeats: wider or unknown spreads)"
+
+
 def app_outcome(job: dict, page: dict, timed_out: bool) -> tuple[str, str | None]:
     """Step 6's verdict: the job first; then the page, said apart, since the job's figures stand without it."""
     if job["status"] != "done":
@@ -807,7 +870,7 @@ def render_markdown(report: dict) -> str:
     lines += _md_references(by_name["summary"]["data"].get("references") or {})
     for name, render in (("environment", _md_environment), ("cuda_tests", _md_tests),
                          ("lab_workload", _md_lab), ("memory", _md_memory), ("benchmark", _md_bench),
-                         ("app", _md_app)):
+                         ("app", _md_app), ("ladder", _md_ladder)):
         step = by_name[name]
         lines += ["", f"## {step['number']}. {step['title']}: {step['status']}", ""]
         if step["status"] == "pending":
@@ -1021,6 +1084,28 @@ def _md_bench(data: dict) -> list[str]:
             data["table"], "", data["verdicts"], "```"]
 
 
+def _md_ladder(data: dict) -> list[str]:
+    if not data.get("rungs"):
+        return [f"`{data['command']}`"] if data.get("command") else []
+    lines = [f"`{data['command']}` ({data['seconds']:.0f} s, {data['repeats']} repeat(s) planned; the JSON is "
+             f"`{data['json']}`, which the When AMP pays off page reads from `reference/ladder-*.json`)", "",
+             "| rung | images/s | time (median) | vs the lab's loop | accuracy | compile | runs | note |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for rung in data["rungs"]:
+        speed = rung["speedup_vs_lab"] or {}
+        spread = f" ({speed['low']:.2f}-{speed['high']:.2f})" if speed.get("low") is not None else ""
+        seconds = rung["seconds"]
+        note = rung["why_not"] or "; ".join(rung["errors"]) or (
+            f"noisy timing: {rung['noisy_runs']} run(s)" if rung["noisy_runs"] else "")
+        lines.append(f"| {_cell(rung['name'])} | {_num(rung['images_per_s'])} | "
+                     + (f"{statistics.median(seconds):.1f} s" if seconds else "-") + " | "
+                     + (f"{speed['median']:.2f}x{spread}" if speed else "-") + f" | {_pct(rung['test_accuracy'])} | "
+                     + ("" if rung["compile_s"] is None else f"{rung['compile_s']:.1f} s")
+                     + f" | {len(rung['seconds'])} | {_cell(note)} |")
+    references = "; ".join(f"{name} {seconds:g} s" for name, seconds in (data.get("references") or {}).items())
+    return lines + ["", f"Reference lines (other people's figures, on their machines): {references}."]
+
+
 def _md_app(data: dict) -> list[str]:
     job = data.get("job")
     if not job:
@@ -1185,8 +1270,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds for the whole kit (default: {FIRST_TRY_S:.0f} full, 290 quick; with --only, "
                              "the chosen steps' caps added up); later steps are skipped past it")
     parser.add_argument("--only", default=None, metavar="N[,N...]",
-                        help="run only these steps (1-6), e.g. --only 6 to retry the app after fixing it; step 3 "
-                             "feeds step 4's memory picture")
+                        help="run only these steps (1-7), e.g. --only 6 to retry the app after fixing it; step 3 "
+                             "feeds step 4's memory picture; step 7, the ladder, runs only when named here")
     args = parser.parse_args(argv)
     only = None
     if args.only is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -26,8 +27,9 @@ from pathlib import Path
 import torch
 
 from trainer.config import RunConfig
-from trainer.isolated import run_isolated
+from trainer.isolated import RunOutcome, run_isolated
 from trainer.results import RunResult, speedup_interval
+from trainer.synthetic import prepare_synthetic
 from trainer.timing_quality import is_noisy
 
 LAB_SECONDS = 75.0  # the lab's own fp32 run: 5 epochs of CIFAR-10 at batch 256 on its Tensor Core GPU
@@ -36,6 +38,7 @@ LAB_SECONDS = 75.0  # the lab's own fp32 run: 5 epochs of CIFAR-10 at batch 256 
 AIRBENCH_SECONDS = {"airbench94 (94%)": 3.29, "airbench95 (95%)": 10.4, "airbench96 (96%)": 46.3}
 ACCURACY_TOLERANCE = 0.01  # a larger batch "trains to the same accuracy" within one point of the lab rung's
 LARGER_BATCHES = (512, 1024, 2048)
+LARGEST = "largest batch at the lab's accuracy"
 
 
 @dataclass
@@ -91,51 +94,116 @@ def compile_seconds(result: RunResult) -> float:
     return max(result.first_step_s - steady_step, 0.0)
 
 
-def climb(device: str, quick: bool, repeats: int, out: Path | None) -> dict:
-    started = time.time()
-    base = base_config(device, quick)
-    configs, results = [], []
-    current = base
-    for rung in rungs_for(device):
-        current = replace(current, **rung.changes)
-        configs.append(None if rung.why_not else current)
-        results.append(RungResult(rung.name, None if rung.why_not else current.to_dict(), rung.why_not))
-    runs: dict[int, list[RunResult]] = {index: [] for index in range(len(configs))}
-    for _ in range(repeats):
-        for index, config in enumerate(configs):
+def climb(device: str, quick: bool, repeats: int, out: Path | None, budget_s: float | None = None,
+          timeout_s: float | None = None) -> dict:
+    """Every rung once, then the largest batch, then the further repeats: a ladder cut short by `budget_s` (no run
+    starts past it) is whole before its spreads are. A run still going `timeout_s` after the start is cancelled.
+    The synthetic split is generated once, and every run reads it."""
+    started, clock = time.time(), time.monotonic()
+    stop_at = None if budget_s is None else clock + budget_s
+    cancel_at = None if timeout_s is None else clock + timeout_s
+    with tempfile.TemporaryDirectory(prefix="ladder-data-") as data_root:
+        base = base_config(device, quick)
+        prepare_synthetic(data_root, seed=base.seed, train_limit=base.subset, test_limit=base.test_subset)
+        base = replace(base, data_root=data_root)
+        state = _Climb(device, quick, repeats, out, started, stop_at, cancel_at)
+        current = base
+        for rung in rungs_for(device):
+            current = replace(current, **rung.changes)
+            state.add(rung.name, None if rung.why_not else current, rung.why_not)
+        state.repeated = len(state.configs)
+        state.round()
+        state.largest_batch(base.batch_size)
+        for _ in range(repeats - 1):
+            state.round()
+    return state.write()
+
+
+class _Climb:
+    """The ladder as it is being measured: each rung's config and finished runs, written after every run."""
+
+    def __init__(self, device, quick, repeats, out, started, stop_at, cancel_at):
+        self.device, self.quick, self.repeats, self.out, self.started = device, quick, repeats, out, started
+        self.stop_at, self.cancel_at = stop_at, cancel_at
+        self.configs: list[RunConfig | None] = []
+        self.results: list[RungResult] = []
+        self.runs: dict[int, list[RunResult]] = {}
+        self.not_started = 0
+        self.counts = {"runs": 0, "train_steps": 0, "train_images": 0}  # every run started, refused batches too
+        self.repeated = 0  # the rungs of rungs_for, which every round runs
+
+    def add(self, name: str, config: RunConfig | None, why_not: str | None) -> None:
+        self.configs.append(config)
+        self.results.append(RungResult(name, None if config is None else config.to_dict(), why_not))
+        self.runs[len(self.configs) - 1] = []
+
+    def out_of_time(self) -> bool:
+        return self.stop_at is not None and time.monotonic() > self.stop_at
+
+    def run(self, name: str, config: RunConfig) -> RunOutcome | None:
+        """One run in a fresh process; None when the budget has run out (it is counted, not started)."""
+        if self.out_of_time():
+            self.not_started += 1
+            return None
+        print(f"ladder: {name} ({config.precision}, {config.loader}, batch {config.batch_size})", flush=True)
+        cancel_at = self.cancel_at
+        outcome = run_isolated(config, should_cancel=None if cancel_at is None else lambda: time.monotonic() > cancel_at)
+        self.counts["runs"] += 1
+        if outcome.status == "ok":
+            self.counts["train_steps"] += outcome.result.total_steps
+            self.counts["train_images"] += outcome.result.train_images
+        return outcome
+
+    def round(self) -> None:
+        """Each rung of rungs_for once, in order (the largest batch, added after, runs once and is not repeated)."""
+        for index, config in enumerate(self.configs[:self.repeated]):
             if config is None:
                 continue
-            outcome = run_isolated(config)
+            outcome = self.run(self.results[index].name, config)
+            if outcome is None:
+                continue
             if outcome.status == "ok":
-                runs[index].append(outcome.result)
+                self.runs[index].append(outcome.result)
             else:
-                results[index].errors.append(outcome.error or outcome.status)
-            _write(out, _report(device, quick, repeats, results, runs, started))
-    # The largest batch on top of the last rung that ran, learning rate scaled with it, kept while it trains as well.
-    last = max(index for index, config in enumerate(configs) if config is not None and runs[index])
-    reference = runs[0][0].test_accuracy if runs[0] else None
-    kept = None
-    for batch in LARGER_BATCHES[:1] if quick else LARGER_BATCHES:
-        config = replace(configs[last], batch_size=batch, lr=configs[last].lr * batch / base.batch_size)
-        outcome = run_isolated(config)
-        if outcome.status != "ok":
-            refusal = f"batch {batch} did not run: {outcome.error or outcome.status}"
-            break
-        if reference is None or outcome.result.test_accuracy < reference - ACCURACY_TOLERANCE:
-            refusal = (f"batch {batch} trained to {outcome.result.test_accuracy:.1%}, more than a point below the "
-                       f"lab loop's {reference:.1%}" if reference is not None else "the lab's loop did not run")
-            break
-        kept, refusal = (config, outcome.result), None
-    if kept is None:
-        results.append(RungResult("largest batch at the lab's accuracy", None, refusal))
-    else:
-        config, result = kept
-        results.append(RungResult(f"largest batch at the lab's accuracy ({config.batch_size})", config.to_dict()))
-        configs.append(config)
-        runs[len(configs) - 1] = [result]
-    report = _report(device, quick, repeats, results, runs, started)
-    _write(out, report)
-    return report
+                self.results[index].errors.append(outcome.error or outcome.status)
+            self.write()
+
+    def largest_batch(self, lab_batch: int) -> None:
+        """The largest batch on top of the last rung that ran, learning rate scaled with it, kept while it trains to
+        within ACCURACY_TOLERANCE of the lab loop's accuracy."""
+        ran = [index for index, config in enumerate(self.configs) if config is not None and self.runs[index]]
+        lab = self.runs[0][0].test_accuracy if self.runs[0] else None
+        kept, refusal = None, "the lab's loop did not run"
+        for batch in (LARGER_BATCHES[:1] if self.quick else LARGER_BATCHES) if ran and lab is not None else ():
+            last = self.configs[ran[-1]]
+            config = replace(last, batch_size=batch, lr=last.lr * batch / lab_batch)
+            outcome = self.run(f"{LARGEST}: {batch}?", config)
+            if outcome is None:
+                refusal = f"the budget ran out before batch {batch} started"
+                break
+            if outcome.status != "ok":
+                refusal = f"batch {batch} did not run: {outcome.error or outcome.status}"
+                break
+            if outcome.result.test_accuracy < lab - ACCURACY_TOLERANCE:
+                refusal = (f"batch {batch} trained to {outcome.result.test_accuracy:.1%}, more than a point below "
+                           f"the lab loop's {lab:.1%}")
+                break
+            kept, refusal = (config, outcome.result), None
+        if kept is None:
+            self.add(LARGEST, None, refusal)
+        else:
+            config, result = kept
+            self.add(f"{LARGEST} ({config.batch_size})", config, None)
+            self.runs[len(self.configs) - 1] = [result]
+        self.write()
+
+    def write(self) -> dict:
+        report = _report(self.device, self.quick, self.repeats, self.results, self.runs, self.started)
+        report["counts"] = dict(self.counts)
+        if self.not_started:
+            report["stopped"] = f"the budget ran out: {self.not_started} run(s) not started"
+        _write(self.out, report)
+        return report
 
 
 def _report(device: str, quick: bool, repeats: int, results: list[RungResult], runs: dict, started: float) -> dict:
@@ -210,11 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="1 epoch of 2,048 images, one larger batch")
     parser.add_argument("--repeats", type=int, default=None, help="rounds over the rungs (default 2, 3 in full)")
     parser.add_argument("--json", type=Path, default=None, help="write the ladder here (after every run)")
+    parser.add_argument("--budget", type=float, default=None,
+                        help="seconds: no run starts after them (every rung once comes first, then the largest "
+                             "batch, then the further repeats)")
+    parser.add_argument("--timeout", type=float, default=None, help="seconds: a run still going then is cancelled")
     args = parser.parse_args(argv)
-    repeats = args.repeats or (2 if args.quick else 3)
+    repeats = args.repeats if args.repeats is not None else (2 if args.quick else 3)
     if repeats < 1:
         parser.error("--repeats must be at least 1")
-    report = climb(args.device, args.quick, repeats, args.json)
+    for name in ("budget", "timeout"):
+        if getattr(args, name) is not None and not getattr(args, name) > 0:
+            parser.error(f"--{name} must be a positive number of seconds")
+    report = climb(args.device, args.quick, repeats, args.json, args.budget, args.timeout)
     print(table(report))
     return 0 if all(not rung["errors"] for rung in report["rungs"]) else 1
 

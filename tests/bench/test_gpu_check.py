@@ -30,6 +30,7 @@ from bench.gpu_check import (
     NO_GPU,
     RETRY_S,
     STEPS,
+    ChildEnd,
     Kit,
     Plan,
     _md_environment,
@@ -40,6 +41,7 @@ from bench.gpu_check import (
     default_budget,
     lab_runs,
     lab_time_s,
+    ladder_outcome,
     main,
     make_plan,
     per_image_figures,
@@ -47,6 +49,7 @@ from bench.gpu_check import (
     render_markdown,
 )
 from bench.gpu_env import nvml_facts, tf32_defaults
+from bench.ladder import LARGEST, rungs_for
 from server.batch_probe import PROBE_MAX_TRIES
 from trainer.config import PRECISIONS
 from trainer.errors import TrainerError
@@ -83,6 +86,52 @@ def test_quick_cpu_run_writes_both_files_with_every_step(quick_cpu_run):
     assert (by_name["cuda_tests"]["status"], by_name["cuda_tests"]["reason"]) == ("skipped", NO_GPU)
     assert by_name["memory"]["data"]["largest_batch"] == {"status": "skipped", "reason": NO_GPU}
     assert (quick_cpu_run / "bench-cpu.json").exists()
+    # The ladder is the window's second call, not part of the first try.
+    assert (by_name["ladder"]["status"], by_name["ladder"]["reason"]) == (
+        "skipped", "runs only as a call of its own (--only 7)")
+    assert not (quick_cpu_run / "ladder-cpu.json").exists()
+
+
+def test_the_ladder_call_climbs_every_rung_this_device_can_run(tmp_path):
+    """Issue 24: the kit runs the ladder as a call of its own (--only 7), writes the ladder's JSON where the device
+    tool brings it back, and its table in gpu-check.md."""
+    assert main(["--out", str(tmp_path), "--device", "cpu", "--quick", "--only", "7"]) == 0
+    report = json.loads((tmp_path / JSON_NAME).read_text())
+    step = next(s for s in report["steps"] if s["name"] == "ladder")
+    assert (step["status"], step["reason"]) == ("ok", None)
+    ladder = json.loads((tmp_path / "ladder-cpu.json").read_text())
+    names = [rung["name"] for rung in ladder["rungs"]]
+    assert names[:-1] == [rung.name for rung in rungs_for("cpu")] and names[-1].startswith(LARGEST)
+    runnable = [rung for rung in ladder["rungs"][:-1] if rung["why_not"] is None]
+    assert len(runnable) == 5 and all(len(rung["seconds"]) == 1 and not rung["errors"] for rung in runnable)
+    assert runnable[0]["speedup_vs_lab"]["median"] == pytest.approx(1.0)
+    batch_tries = 1  # the quick ladder tries one larger batch, kept or refused for its accuracy
+    assert ladder["counts"]["runs"] == len(runnable) + batch_tries
+    assert step["counts"]["processes"] == 1 + ladder["counts"]["runs"]
+    assert step["counts"]["train_steps"] == ladder["counts"]["train_steps"] > 0
+    markdown = (tmp_path / MD_NAME).read_text()
+    for rung in ladder["rungs"]:
+        assert f"| {rung['name']} |" in markdown
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["gpu-check.json", "gpu-check.md", "ladder-cpu.json"]
+
+
+def test_the_ladder_steps_verdict_tells_a_cut_repeat_from_a_missing_rung():
+    def rung(name, seconds=(1.0,), errors=(), why_not=None, config=True):
+        return {"name": name, "seconds": list(seconds), "errors": list(errors), "why_not": why_not,
+                "config": {} if config else None}
+
+    calm = ChildEnd("", None, timed_out=False)
+    whole = {"rungs": [rung("the lab's loop"), rung("AMP"), rung(LARGEST, (), why_not="batch 512 trained to 10%",
+                                                                  config=False)]}
+    assert ladder_outcome(whole, calm) == ("ok", None)
+    cut = {**whole, "stopped": "the budget ran out: 5 run(s) not started"}
+    assert ladder_outcome(cut, calm) == (
+        "ok", "the budget ran out: 5 run(s) not started (fewer repeats: wider or unknown spreads)")
+    missing = {"rungs": [rung("the lab's loop"), rung("AMP", ()),
+                         rung(LARGEST, (), why_not="the budget ran out before batch 512 started", config=False)]}
+    assert ladder_outcome(missing, calm) == ("timed out", f"not run for want of time: AMP, {LARGEST}")
+    broken = {"rungs": [rung("the lab's loop"), rung("CUDA graphs", (), errors=["cancelled"])]}
+    assert ladder_outcome(broken, calm) == ("failed", "CUDA graphs: cancelled")
 
 
 def test_quick_cpu_run_counts_the_training_steps_its_plan_asks_for(quick_cpu_run):
@@ -283,10 +332,10 @@ def test_only_runs_the_chosen_steps_and_records_the_others(tmp_path):
     steps = report["steps"]
     assert [(s["number"], s["reason"]) for s in steps] == [
         (1, "not selected (--only)"), (2, NO_GPU), (3, "not selected (--only)"), (4, "not selected (--only)"),
-        (5, "not selected (--only)"), (6, "not selected (--only)"), (7, None)]
+        (5, "not selected (--only)"), (6, "not selected (--only)"), (7, "not selected (--only)"), (8, None)]
     assert report["kit"]["plan"]["budget_s"] == make_plan(True, "cpu").step_caps_s["cuda_tests"]  # the retry's caps
     with pytest.raises(SystemExit):
-        main(["--out", str(tmp_path), "--only", "7"])
+        main(["--out", str(tmp_path), "--only", "8"])
 
 
 def _documented_retries() -> list[tuple[str, int]]:

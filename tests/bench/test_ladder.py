@@ -3,6 +3,8 @@ loop of the same repeat; compiling is reported apart; a rung this device cannot 
 
 import json
 from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -18,7 +20,10 @@ def fake_runs(monkeypatch, seconds_for, accuracy_for=lambda config: 0.5):
     """run_isolated replaced by runs whose time each rung's settings decide (the harness is what is tested)."""
     calls = []
 
-    def run(config):
+    def run(config, **_):
+        # The split was generated once, before the first run, and every run reads it from the same folder.
+        assert list(Path(config.data_root).glob("synthetic-*-train.npz")), "no prepared split to read"
+        assert not calls or config.data_root == calls[0].data_root
         calls.append(config)
         total = seconds_for(config)
         result = make_result(config.precision, total, config=config.to_dict(), test_accuracy=accuracy_for(config),
@@ -31,10 +36,12 @@ def fake_runs(monkeypatch, seconds_for, accuracy_for=lambda config: 0.5):
 
 
 def test_each_rung_adds_one_change_and_is_timed_against_the_lab_loop_of_its_own_repeat(monkeypatch, tmp_path):
-    times = iter([10.0, 8.0, 4.0, 3.5, 3.0, 12.0, 8.0, 4.0, 3.5, 3.0, 2.0])  # two repeats of five rungs, one batch
+    # Five rungs, the larger batch, then the second repeat of the five: a ladder cut short is whole first.
+    times = iter([10.0, 8.0, 4.0, 3.5, 3.0, 2.0, 12.0, 8.0, 4.0, 3.5, 3.0])
 
     calls = fake_runs(monkeypatch, lambda config: next(times))
     report = ladder.climb("cpu", quick=True, repeats=2, out=tmp_path / "ladder.json")
+    assert [c.batch_size for c in calls] == [256] * 5 + [512] + [256] * 5
     assert [c.loader for c in calls[:2]] == ["dataloader", "resident"]
     assert [c.precision for c in calls[:3]] == ["fp32-default", "fp32-default", "amp-bf16"]
     assert calls[3].channels_last and calls[4].compile_mode == "default" and calls[4].channels_last
@@ -52,6 +59,25 @@ def test_each_rung_adds_one_change_and_is_timed_against_the_lab_loop_of_its_own_
     assert batch["config"]["batch_size"] == 512 and batch["config"]["lr"] == pytest.approx(0.02)
     assert json.loads((tmp_path / "ladder.json").read_text())["rungs"][0]["name"] == "the lab's loop"
     assert "not run: CUDA graphs record" in ladder.table(report)
+
+
+def test_a_budget_stops_new_runs_and_keeps_every_finished_one(monkeypatch, tmp_path):
+    """No run starts past --budget: each rung once came first, so what is cut is the last rung, the larger batch
+    and the second repeat, each counted; the finished runs are in the JSON."""
+    clock = [0.0]
+    monkeypatch.setattr(ladder, "time", SimpleNamespace(monotonic=lambda: clock[0], time=lambda: clock[0]))
+
+    def seconds(config):
+        clock[0] += 6.5  # each run takes 6.5 s of the fake clock: the 4th ends at 26 s, past a 25 s budget
+        return 6.5
+
+    calls = fake_runs(monkeypatch, seconds)
+    report = ladder.climb("cpu", quick=True, repeats=2, out=tmp_path / "ladder.json", budget_s=25.0)
+    assert len(calls) == 4
+    assert report["stopped"] == "the budget ran out: 7 run(s) not started"  # compile, the batch, 5 of repeat 2
+    rungs = {rung["name"]: rung for rung in json.loads((tmp_path / "ladder.json").read_text())["rungs"]}
+    assert rungs["channels_last"]["seconds"] == [6.5] and rungs["torch.compile"]["seconds"] == []
+    assert rungs["largest batch at the lab's accuracy"]["why_not"] == "the budget ran out before batch 512 started"
 
 
 def test_a_larger_batch_that_trains_worse_is_not_a_rung(monkeypatch):
