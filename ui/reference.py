@@ -79,16 +79,22 @@ def local_references(purpose: str) -> list[Reference]:
     return load_references(device_type=machine["device_type"], purpose=purpose, like=machine)
 
 
-def load_ladders() -> list[dict]:
-    """The ladders to the fastest lab run recorded with `python -m bench.ladder` (reference/ladder-*.json), newest
-    file name last; an unreadable one is left out."""
+def load_ladders(folder: Path = REFERENCE_DIR) -> list[dict]:
+    """The ladders to the fastest lab run recorded with `python -m bench.ladder` or the GPU kit's step 7
+    (reference/ladder-*.json), newest file name last; an unreadable one is left out."""
     ladders = []
-    for path in sorted(REFERENCE_DIR.glob("ladder-*.json")):
+    for path in sorted(folder.glob("ladder-*.json")):
         try:
             ladders.append({**json.loads(path.read_text(encoding="utf-8")), "file": path.name})
         except (OSError, ValueError):
             continue
     return ladders
+
+
+def newest_ladders(folder: Path = REFERENCE_DIR) -> list[dict]:
+    """The newest ladder of each kind of device, a GPU's first: the GPU reference, then the CPU's."""
+    newest = {ladder.get("device"): ladder for ladder in load_ladders(folder)}
+    return sorted(newest.values(), key=lambda ladder: ladder.get("device") != "cuda")
 
 
 def load_references(

@@ -23,7 +23,7 @@ from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts, server_bundle
 from ui.charts import run_modes, run_names
 from ui.learn_charts import amp_step_chart, ladder_chart, roofline_chart
-from ui.reference import load_ladders
+from ui.reference import newest_ladders
 
 RESULTS_PAGE = "pages/results.py"
 RUN_PAGE = "pages/run_experiment.py"
@@ -341,23 +341,31 @@ def profile_panel(runs: Mapping[str, RunResult]) -> None:
 
 
 def ladder_panel() -> None:
-    """The newest recorded ladder (reference/ladder-*.json): its chart, each rung's figures, the rungs not run."""
-    ladders = load_ladders()
+    """The newest recorded ladder of each kind of device (reference/ladder-*.json), a GPU's first: its chart, each
+    rung's figures, the rungs not run and why."""
+    ladders = newest_ladders()
     if not ladders:
         st.info("No ladder has been recorded yet: `python -m bench.ladder --device cpu --quick --json "
                 "reference/ladder-cpu-<date>.json` records one.")
         return
-    report = ladders[-1]
-    st.altair_chart(ladder_chart(report), width="stretch", key="ladder")
-    st.table([{"rung": rung["name"], "images/s": None if rung["images_per_s"] is None else
-                   round(rung["images_per_s"]), "x the lab's loop": None if not rung["speedup_vs_lab"] else
-                   round(rung["speedup_vs_lab"]["median"], 2), "accuracy": None if rung["test_accuracy"] is None
-                   else f"{rung['test_accuracy']:.1%}", "noisy runs": rung.get("noisy_runs", 0),
-                   "not run because": rung["why_not"] or ""}
-                  for rung in report["rungs"]], hide_index=True)
+    for number, report in enumerate(ladders):
+        st.altair_chart(ladder_chart(report), width="stretch", key=f"ladder-{number}")
+        st.table([{"rung": rung["name"], "images/s": None if rung["images_per_s"] is None else
+                       round(rung["images_per_s"]), "x the lab's loop": None if not rung["speedup_vs_lab"] else
+                       round(rung["speedup_vs_lab"]["median"], 2), "accuracy": None if rung["test_accuracy"] is None
+                       else f"{rung['test_accuracy']:.1%}", "noisy runs": rung.get("noisy_runs", 0),
+                       "not run because": rung["why_not"] or ""}
+                      for rung in report["rungs"]], hide_index=True)
+        st.caption(ladder_caption(report))
+
+
+def ladder_caption(report: dict) -> str:
+    """Where and how a ladder was recorded: the device, the workload, and the rounds that ran of those planned
+    (a budget can cut the later ones; the last rung, the largest batch, runs once)."""
     size = "a quick ladder: 1 epoch of 2,048 synthetic images" if report.get("quick") else "the lab's workload"
-    st.caption(f"Recorded on {report['device_name']} (torch {report['torch']}), {size}, {report['repeats']} rounds "
-               f"over the rungs; {report['file']}. "
-               + ("The lab's 75 s and airbench's published times (other people's figures, on their GPUs) are "
-                  "dashed lines." if not report.get("quick") else "Too short a workload to set beside the lab's "
-                  "75 s or airbench's published times."))
+    rounds = max((len(rung["seconds"]) for rung in report["rungs"][:-1]), default=0)
+    return (f"Recorded on {report['device_name']} (torch {report['torch']}), {size}, {rounds} of "
+            f"{report['repeats']} rounds over the rungs; {report['file']}. "
+            + ("The lab's 75 s and airbench's published times (other people's figures, on their GPUs) are "
+               "dashed lines." if not report.get("quick") else "Too short a workload to set beside the lab's "
+               "75 s or airbench's published times."))

@@ -6,7 +6,15 @@ import json
 import pytest
 
 from lessons.verdicts import differences
-from ui.reference import PURPOSES, REFERENCE_DIR, load_references, reference_rows, reference_sweep
+from ui.reference import (
+    PURPOSES,
+    REFERENCE_DIR,
+    load_references,
+    newest_ladders,
+    reference_rows,
+    reference_sweep,
+)
+from ui.widgets import ladder_caption
 
 
 def test_every_listed_reference_loads_and_is_labelled():
@@ -57,3 +65,21 @@ def test_an_index_entry_without_a_known_purpose_is_named(tmp_path):
 
 def test_no_index_means_no_references(tmp_path):
     assert load_references(tmp_path) == []
+
+
+def test_the_gpu_ladder_comes_first_and_each_device_shows_its_newest(tmp_path):
+    """Issue 24: once the kit's ladder is committed (reference/ladder-cuda-<date>.json) it is the GPU reference,
+    shown before the CPU's; an older ladder of the same device and an unreadable file are not shown."""
+    recorded = json.loads(next(REFERENCE_DIR.glob("ladder-cpu-*.json")).read_text())
+    for name, device in (("ladder-cpu-2026-11-01.json", "cpu"), ("ladder-cpu-2026-12-02.json", "cpu"),
+                         ("ladder-cuda-2026-12-03.json", "cuda")):
+        (tmp_path / name).write_text(json.dumps({**recorded, "device": device}))
+    (tmp_path / "ladder-cuda-2026-12-04.json").write_text("{not json")
+    assert [ladder["file"] for ladder in newest_ladders(tmp_path)] == [
+        "ladder-cuda-2026-12-03.json", "ladder-cpu-2026-12-02.json"]
+
+
+def test_a_ladder_caption_counts_the_rounds_that_ran_not_those_planned():
+    recorded = json.loads(next(REFERENCE_DIR.glob("ladder-cpu-*.json")).read_text())
+    cut = {**recorded, "file": "ladder-cuda.json", "repeats": 3}
+    assert ", 2 of 3 rounds over the rungs; ladder-cuda.json." in ladder_caption(cut)  # the recorded ladder ran 2
