@@ -13,7 +13,10 @@ from playwright.sync_api import expect
 
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
+from lessons.step_budget import PUBLISHED_PEAKS, shape_flops
 from trainer.isolated import RunOutcome
+from trainer.peaks import DevicePeaks
+from trainer.profile import CATEGORIES as PROFILE_CATEGORIES
 from trainer.results import RunResult
 
 from .conftest import REPO_ROOT, serve
@@ -42,6 +45,26 @@ def recorded_comparison(pairs: int, gpu_figures: bool) -> list[RunResult]:
     return pair * pairs
 
 
+# A comparison profiled after its training (trainer/profile.py) and set against measured peaks (trainer/peaks.py), as
+# a run with --profile-steps and --measure-peaks records it: the quick demo's pair with those two added. The profile's
+# categories are chosen here, so the test knows the changes the page must name.
+PROFILED_MS = ({"matrix products": 60.0, "pooling": 40.0, "optimizer": 2.0},
+               {"matrix products": 30.0, "pooling": 20.0, "optimizer": 2.0})
+MEASURED_PEAKS = DevicePeaks("CPU: recorded", "2.14.1", matmul_tflops={"fp32": 0.2, "bf16": 0.4, "fp16": 0.01},
+                             copy_gb_per_s=20.0, launch_us=3.0)
+
+
+def profiled_comparison() -> list[RunResult]:
+    profiled = []
+    for result, shares in zip(recorded_comparison(1, False), PROFILED_MS):
+        categories = {name: shares.get(name, 1.0) / 1e3 for name in PROFILE_CATEGORIES}
+        profiled.append(dataclasses.replace(
+            result, device_peaks=MEASURED_PEAKS.to_dict(),
+            profile={"steps": 20, "step_s": sum(categories.values()), "categories": categories, "top_ops": [],
+                     "kernels": []}))
+    return profiled
+
+
 def finished_comparison(job_id: str, results: list[RunResult]) -> JobView:
     now = time.time()
     outcomes = [RunOutcome(result.config, "ok", result) for result in results]
@@ -62,6 +85,7 @@ def lab(browser, tmp_path_factory):
     store = HistoryStore(folder / "state" / "history.sqlite3")
     for name, (pairs, gpu_figures) in RECORDED.items():
         store.save_job(finished_comparison(f"recorded-{name}", recorded_comparison(pairs, gpu_figures)))
+    store.save_job(finished_comparison("recorded-profiled", profiled_comparison()))
     with serve(folder, env_extra={"AMP_LAB_MAX_BATCH_SIZE": "64"}) as url:
         yield url, store
 
@@ -185,6 +209,58 @@ def test_a_running_sweep_shows_progress_then_its_verdict_without_a_reload_or_cli
     assert page.url == f"{url}/when-amp-pays"
     assert_no_exception(page)
 
+
+
+# ---- issue 24: the step's budget, its profile, the roofline and the ladder in a real browser ----------------------
+
+CHART_TITLES_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLiteChart"]')]
+  .filter((chart) => chart.querySelector('svg g.role-mark') !== null)
+  .map((chart) => (chart.querySelector('g.role-title text') || {}).textContent || '?')"""
+
+
+def drawn_chart_titles(page, at_least: int) -> list[str]:
+    """The titles of the charts Vega has drawn (an svg with marks), once at least `at_least` are."""
+    page.wait_for_function(f"() => ({CHART_TITLES_JS})().length >= {at_least}")
+    return page.evaluate(CHART_TITLES_JS)
+
+
+def test_when_amp_pays_draws_the_roofline_and_ladder_with_the_counted_flops(page, lab):
+    url, _ = lab
+    page.goto(f"{url}/when-amp-pays")
+    heading(page, "AMP pays off").wait_for()
+    wait_until_idle(page)
+    assert_no_exception(page)
+    titles = drawn_chart_titles(page, at_least=3)
+    assert "The lab's layers on this device's roofline" in titles and "The ladder to the fastest lab run" in titles
+
+    # The step's arithmetic, counted again here from the layers' shapes, not with the page's FLOP counter.
+    flops = shape_flops(1, 256)
+    text = page.locator('[data-testid="stMain"]').inner_text()
+    tf32_us = flops / (PUBLISHED_PEAKS["H200"]["tf32"] * 1e12) * 1e6
+    assert f"{flops / 1e9:.2f} GFLOP" in text and f"{tf32_us:.0f} µs in TF32" in text
+    # The roofline's table: one row per layer; its GFLOP column adds up to the same count (each cell rounded).
+    table = page.locator('[data-testid="stTable"]').filter(has_text="bound by, fp32 / AMP").first
+    header = [cell.strip() for cell in table.locator("thead th").all_inner_texts()]
+    column = header.index("GFLOP")
+    cells = [row.locator("th, td").nth(column).inner_text() for row in table.locator("tbody tr").all()]
+    assert len(cells) >= 8
+    assert sum(float(cell) for cell in cells) == pytest.approx(flops / 1e9, abs=0.0005 * len(cells))
+
+
+def test_results_shows_a_profiled_runs_budget_and_its_step_by_kind_of_work(page, lab):
+    url, _ = lab
+    page.goto(f"{url}/results?job=recorded-profiled")
+    heading(page, "Results").wait_for()
+    wait_until_idle(page)
+    assert_no_exception(page)
+    assert "One step by kind of work (profiled window)" in drawn_chart_titles(page, at_least=5)
+    text = page.locator('[data-testid="stMain"]').inner_text()
+    config = profiled_comparison()[0].config
+    assert f"{shape_flops(config.width, config.batch_size) / 1e9:.2f} GFLOP" in text  # the budget's table
+    assert "Measured peaks on CPU: recorded (torch 2.14.1)" in text
+    (before, after) = PROFILED_MS
+    assert (f"the largest changes: matrix products {before['matrix products']:.1f} → {after['matrix products']:.1f} "
+            f"ms; pooling {before['pooling']:.1f} → {after['pooling']:.1f} ms") in text
 
 
 # ---- issue 13: labels at 800 px --------------------------------------------------------------------------------------
