@@ -95,8 +95,9 @@ class FormatRange:
     largest: float
     epsilon: float  # spacing between 1 and the next representable number
     decimal_digits: float  # about how many significant decimal digits survive
-    overflow_from: float  # the smallest magnitude that no longer rounds to `largest` (65520 for fp16)
-    on_overflow: str  # what a cast stores from there on: "inf", or "largest" where torch's cast saturates
+    overflow_from: float  # the midpoint between `largest` and the next step: 65520 for fp16, 464 for e4m3
+    overflow_at_midpoint: bool  # whether the midpoint itself overflows (a tie goes to the even neighbour)
+    on_overflow: str  # what a cast stores past it: "inf", "nan", or "largest" where torch's cast saturates
     source: str  # where the figures come from: torch.finfo(<dtype>), or the bit layout for TF32
     use: str
 
@@ -154,10 +155,15 @@ def format_range(format_name: str) -> FormatRange:
         info = torch.finfo(fmt.dtype)
         smallest_normal, largest, epsilon = info.smallest_normal, info.max, info.eps
         source = f"torch.finfo({fmt.dtype})"
-    # Values between `largest` and the next power-of-two step round down to it; from the midpoint on
-    # (a tie goes to the even mantissa, which is the next binade) they overflow.
+    # Values between `largest` and the midpoint to the next step round down to it. The midpoint is a tie, which goes
+    # to the even mantissa: the next binade where `largest`'s mantissa is all ones (fp16, bf16, e5m2), so it
+    # overflows; `largest` itself where it is not (e4m3fn's 448 is 1.110 x 2^8, since 1.111 x 2^8 encodes NaN).
     overflow_from = largest + 2.0 ** math.floor(math.log2(largest)) * epsilon / 2
-    beyond = encode(overflow_from, fmt.name).stored
+    at_midpoint = encode(overflow_from, fmt.name).stored
+    # What torch stores past it is this torch's own choice for e4m3fn, which has no infinity: 2.14.1 saturates to 448,
+    # 2.11 gives NaN (both measured in this project, the second in `make gpu-rehearsal`'s environment). Asked at twice
+    # the largest value, clear of the tie.
+    beyond = encode(2 * largest, fmt.name).stored
     return FormatRange(
         format=fmt.name,
         bits=fmt.bits,
@@ -169,6 +175,7 @@ def format_range(format_name: str) -> FormatRange:
         epsilon=epsilon,
         decimal_digits=round((fmt.mantissa_bits + 1) * math.log10(2), 1),
         overflow_from=overflow_from,
+        overflow_at_midpoint=at_midpoint != largest,
         on_overflow="inf" if math.isinf(beyond) else "nan" if math.isnan(beyond) else "largest",
         source=source,
         use=fmt.use,

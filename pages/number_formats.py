@@ -41,12 +41,14 @@ table = format_table()
 fp16_range = next(r for r in table if r.format == "fp16")
 # One column per format and a row per property, the fp8 formats in a table of their own: each fits a narrow window
 # (800 px) instead of hiding its last columns, and a learner compares the formats along a row.
+OVERFLOW_WORDS = {"inf": "to inf", "nan": "to NaN", "largest": "clamped"}
 properties = {
     "bits (sign/exponent/mantissa)": lambda r: f"1/{r.exponent_bits}/{r.mantissa_bits}",
     "smallest subnormal": lambda r: f"{r.smallest_subnormal:.3e}",
     "smallest normal": lambda r: f"{r.smallest_normal:.3e}",
     "largest": lambda r: exact(r.largest),
-    "overflows from": lambda r: f"{exact(r.overflow_from)} ({'to inf' if r.on_overflow == 'inf' else 'clamped'})",
+    "overflows": lambda r: (f"{'from' if r.overflow_at_midpoint else 'past'} {exact(r.overflow_from)} "
+                            f"({OVERFLOW_WORDS[r.on_overflow]})"),
     "spacing near 1 (epsilon)": lambda r: f"{r.epsilon:.3e}",
     "significant decimal digits": lambda r: str(r.decimal_digits),
     "where you meet it": lambda r: r.use,
@@ -59,12 +61,15 @@ with st.expander("Deeper: where the table's numbers come from, and when a value 
     st.markdown(
         "Read from torch.finfo of torch's own dtypes (float32, bfloat16, float16, float8_e4m3fn, float8_e5m2); torch "
         "has no TF32 dtype, so its row follows from its layout (fp32's 8 exponent bits, fp16's 10 mantissa bits). A "
-        "value overflows once it is at or past the midpoint between the largest number and the next step: fp16 "
-        f"stores 65519 as {fp16_range.largest:.0f} and turns {fp16_range.overflow_from:.0f} into inf. The fp8 rows "
-        'follow Micikevicius et al., "FP8 Formats for Deep Learning" (2022): e4m3 has no infinity. This torch '
-        f"({TORCH_VERSION}) saturates a cast to e4m3 at {exact(e4m3.largest)}, even from inf"
-        + (" (as the table's last column says)" if e4m3.on_overflow == "largest" else f" (here: {e4m3.on_overflow})")
-        + "; older torch, and the OCP standard's non-saturating mode, give NaN instead."
+        "value overflows once it is past the midpoint between the largest number and the next step, or at it where "
+        f"that tie rounds up: fp16 stores 65519 as {fp16_range.largest:.0f} and turns {fp16_range.overflow_from:.0f} "
+        f"into inf, while e4m3 still stores {exact(e4m3.overflow_from)} as {exact(e4m3.largest)}. The fp8 rows follow "
+        'Micikevicius et al., "FP8 Formats for Deep Learning" (2022): e4m3 has no infinity, so what a cast stores '
+        f"past its range is torch's choice. This torch ({TORCH_VERSION}) "
+        + (f"saturates it at {exact(e4m3.largest)}, even from inf; torch 2.11 gave NaN instead, as the OCP "
+           "standard's non-saturating mode does." if e4m3.on_overflow == "largest" else
+           "makes it NaN, as the OCP standard's non-saturating mode does; torch 2.14.1 saturates it at "
+           f"{exact(e4m3.largest)} instead." if e4m3.on_overflow == "nan" else f"stores {e4m3.on_overflow}.")
     )
 
 st.subheader("Type a value")
