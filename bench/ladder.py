@@ -9,7 +9,8 @@ the largest batch that still trains to the lab's accuracy (the learning rate sca
 Every rung runs in a fresh process (trainer.isolated), all rungs in turn once per repeat (lab, rung 2, ..., lab,
 rung 2, ...), so a rung's speedup over the lab's loop is the lab's time over the rung's within each repeat, given
 as the median and range over the repeats (trainer.results.speedup_interval). A compiled rung's time leaves its
-first step (which compiles) out and reports it apart. A rung this device cannot run says why.
+compiling out and reports it apart: its first step, and its first smaller last batch of an epoch (a new shape, which
+torch.compile compiles again: 50,000 images at batch 256 end each epoch on 80). A rung this device cannot run says why.
 
     python -m bench.ladder --device cpu --quick --json out.json
 """
@@ -55,7 +56,7 @@ class RungResult:
     why_not: str | None = None
     images_per_s: float | None = None
     seconds: list[float] = field(default_factory=list)  # training time per repeat (compiling left out)
-    compile_s: float | None = None  # the first step's time beyond a steady step's (compiled rungs)
+    compile_s: float | None = None  # compiled rungs: the compiling inside the timed training (compile_seconds)
     speedup_vs_lab: dict | None = None  # {"median", "low", "high", "pairs"}
     test_accuracy: float | None = None
     noisy_runs: int = 0  # runs whose timing other load disturbed (trainer/timing_quality.py)
@@ -83,15 +84,20 @@ def base_config(device: str, quick: bool) -> RunConfig:
 
 
 def training_seconds(result: RunResult, compiled: bool) -> float:
-    """The run's training time; for a compiled rung, less what its first step took beyond a steady step."""
+    """The run's training time; for a compiled rung, less its compiling (compile_seconds)."""
     if not compiled or result.first_step_s is None or not result.steady_images_per_s:
         return result.total_time_s
     return result.total_time_s - compile_seconds(result)
 
 
 def compile_seconds(result: RunResult) -> float:
-    steady_step = result.config.batch_size / result.steady_images_per_s
-    return max(result.first_step_s - steady_step, 0.0)
+    """What a compiled run spent compiling inside its timed training: its first step beyond a steady step, and its
+    first smaller last batch (a new shape, compiled again) beyond what a steady step of that many images takes."""
+    per_image = 1.0 / result.steady_images_per_s
+    first = max(result.first_step_s - result.config.batch_size * per_image, 0.0)
+    partial = result.first_partial_step
+    again = 0.0 if partial is None else max(partial["s"] - partial["images"] * per_image, 0.0)
+    return first + again
 
 
 def climb(device: str, quick: bool, repeats: int, out: Path | None, budget_s: float | None = None,

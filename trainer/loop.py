@@ -166,6 +166,7 @@ class _Timeline:
     partial_s: float = 0.0  # partial batches after warm-up: their time and images are left out of steady
     partial_images: int = 0
     first_step_s: float | None = None
+    first_partial_step: dict | None = None  # {"images", "s"}: the first partial batch after warm-up (a new shape)
     timing: TimingMonitor = field(default_factory=TimingMonitor)  # throughput samples and CPU use after warm-up
 
 
@@ -277,8 +278,11 @@ def _train_epochs(config, device, policy, model, optimizer, criterion, scaler, b
             loss = train_step(model, images, labels, optimizer, criterion, policy, scaler, config.loss_factor,
                               tl.updates if config.track_updates else None, tl.steps + 1)
             if partial:
-                tl.partial_s += clock(device) - t_partial
+                took = clock(device) - t_partial
+                tl.partial_s += took
                 tl.partial_images += images.shape[0]
+                if tl.first_partial_step is None:
+                    tl.first_partial_step = {"images": int(images.shape[0]), "s": took}
             if config.breakdown:
                 tl.compute_s += clock(device) - t_got
                 tl.data_wait_s += t_got - t_ask
@@ -358,6 +362,7 @@ def _to_result(config, device, policy, tl: _Timeline, peaks, memory_warnings, ac
         loss_scale_history=tl.scale.history,
         skipped_step_numbers=tl.scale.skipped,
         first_step_s=tl.first_step_s,
+        first_partial_step=tl.first_partial_step,
         data_wait_s=tl.data_wait_s if config.breakdown else None,
         compute_s=tl.compute_s if config.breakdown else None,
         worker_cpu_s=tl.timing.worker_cpu_s if config.loader == "dataloader" and config.num_workers > 0 else None,

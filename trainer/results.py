@@ -73,6 +73,9 @@ class RunResult:
     device_peaks: dict | None = None  # with config.measure_peaks: trainer.peaks.DevicePeaks as a dict
     profile: dict | None = None  # with config.profile_steps: trainer.profile.StepProfile as a dict
     first_step_s: float | None = None  # the first step alone (compiling, with config.compile_mode; cuDNN's choices)
+    # The first smaller last batch of an epoch after warm-up: its images and its step's time. A new shape, so with
+    # config.compile_mode it is compiled again there (and cuDNN chooses again); None where every batch was full.
+    first_partial_step: dict | None = None  # {"images": int, "s": float}
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -89,6 +89,20 @@ def test_a_larger_batch_that_trains_worse_is_not_a_rung(monkeypatch):
         "the lab's fp32 run (its GPU)"] == 75.0
 
 
+def test_a_compiled_runs_compiling_counts_its_first_step_and_the_new_shape_of_its_last_batch():
+    """50,000 images at batch 256 end each epoch on a batch of 80, a new shape that torch.compile compiles again:
+    that step's excess over a steady one is compiling too, left out of the rung's time like the first step's."""
+    config = RunConfig(batch_size=256, compile_mode="default")
+    result = make_result("fp32", 30.0, config=config.to_dict(), steady_images_per_s=2560.0, first_step_s=12.1,
+                         first_partial_step={"images": 80, "s": 8.03125})
+    # A steady step of 256 images takes 0.1 s, one of 80 images 0.03125 s: 12.0 s and 8.0 s of compiling.
+    assert ladder.compile_seconds(result) == pytest.approx(20.0)
+    assert ladder.training_seconds(result, compiled=True) == pytest.approx(10.0)
+    assert ladder.training_seconds(result, compiled=False) == 30.0
+    whole = make_result("fp32", 30.0, config=config.to_dict(), steady_images_per_s=2560.0, first_step_s=12.1)
+    assert ladder.compile_seconds(whole) == pytest.approx(12.0)  # every batch full: the first step alone
+
+
 def test_on_a_gpu_the_lab_keeps_fp16_and_cuda_graphs_are_a_rung():
     rungs = ladder.rungs_for("cuda")
     assert rungs[2].changes == {"precision": "amp-fp16"} and rungs[-1].why_not is None

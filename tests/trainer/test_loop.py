@@ -228,6 +228,8 @@ def test_partial_batches_are_left_out_of_the_steady_throughput(monkeypatch, devi
     assert result.total_steps == 6 and result.train_images == 72
     # The steady figure is the 4 full batches over their own time: at least the 0.6 s of partial batches less.
     assert 128 / result.steady_images_per_s <= result.total_time_s - 0.6
+    # The first partial batch is recorded on its own, with its one-off work (a compiled model compiles again there).
+    assert result.first_partial_step["images"] == 8 and result.first_partial_step["s"] >= 0.3
 
 
 def test_a_minimum_steady_time_adds_whole_epochs_and_no_more_than_it_needs():
