@@ -20,8 +20,8 @@ import os
 import shlex
 import shutil
 import signal
-import subprocess
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -609,14 +609,9 @@ class Kit:
         budget = max(1.0, seconds - BENCH_TAIL_S)
         args = ["-m", "bench.run_bench", "--device", self.device_type, *self.plan.bench_args,
                 "--timeout", f"{seconds:.0f}", "--budget", f"{budget:.0f}", "--json", str(path)]
-        record.data = {"command": "python " + shlex.join(args), "json": path.name}
-        ended = _child_until(args, deadline)
-        if not path.exists():
-            record.count(processes=1)
-            if ended.timed_out:
-                raise StepTimeout(f"{ended.problem}, before its first run ended")
-            return "failed", ended.problem or "the bench wrote no JSON"
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report, ended = self.reporting_child(record, args, path, deadline, "bench")
+        if report is None:
+            return "failed", ended.problem
         rows = [Row(**row) for row in report["rows"]]
         self.record_bench(record, report, rows)
         finished_runs = f"{sum(len(row.repeats) for row in rows)} of {len(rows) * report['settings']['repeats']}"
@@ -629,6 +624,20 @@ class Kit:
                       if r.status != "ok"]
             return "failed", "; ".join(failed) or ended.problem
         return "ok", None
+
+    @staticmethod
+    def reporting_child(record: StepRecord, args: list[str], path: Path, deadline: float,
+                        what: str) -> tuple[dict | None, "ChildEnd"]:
+        """A child that writes its JSON report to `path` after every run (the bench, the ladder): its report as far
+        as it got, or None where it wrote none, with why. Killed before its first run ended: the step timed out."""
+        record.data = {"command": "python " + shlex.join(args), "json": path.name}
+        ended = _child_until(args, deadline)
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8")), ended
+        record.count(processes=1)
+        if ended.timed_out:
+            raise StepTimeout(f"{ended.problem}, before its first run ended")
+        return None, ChildEnd(ended.stdout, ended.problem or f"the {what} wrote no JSON", timed_out=False)
 
     @staticmethod
     def record_bench(record: StepRecord, report: dict, rows: list[Row]) -> None:
@@ -651,14 +660,9 @@ class Kit:
         budget = max(1.0, seconds - LADDER_TAIL_S[self.plan.name])
         args = ["-m", "bench.ladder", "--device", self.device_type, *self.plan.ladder_args,
                 "--budget", f"{budget:.0f}", "--timeout", f"{max(1.0, seconds - 5):.0f}", "--json", str(path)]
-        record.data = {"command": "python " + shlex.join(args), "json": path.name}
-        ended = _child_until(args, deadline)
-        if not path.exists():
-            record.count(processes=1)
-            if ended.timed_out:
-                raise StepTimeout(f"{ended.problem}, before its first run ended")
-            return "failed", ended.problem or "the ladder wrote no JSON"
-        report = json.loads(path.read_text(encoding="utf-8"))
+        report, ended = self.reporting_child(record, args, path, deadline, "ladder")
+        if report is None:
+            return "failed", ended.problem
         counts = report.get("counts", {})
         record.count(processes=1 + counts.get("runs", 0), steps=counts.get("train_steps", 0),
                      images=counts.get("train_images", 0))

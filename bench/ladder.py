@@ -153,7 +153,8 @@ class _Climb:
             return None
         print(f"ladder: {name} ({config.precision}, {config.loader}, batch {config.batch_size})", flush=True)
         cancel_at = self.cancel_at
-        outcome = run_isolated(config, should_cancel=None if cancel_at is None else lambda: time.monotonic() > cancel_at)
+        past = None if cancel_at is None else lambda: time.monotonic() > cancel_at
+        outcome = run_isolated(config, should_cancel=past)
         self.counts["runs"] += 1
         if outcome.status == "ok":
             self.counts["train_steps"] += outcome.result.total_steps

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.gpu_check import JSON_NAME, MD_NAME, NO_CUDA, NO_GPU, Kit, _child_until, _last_json, make_plan
 from bench.device_command import documented_device_command
+from bench.gpu_check import JSON_NAME, MD_NAME, NO_CUDA, NO_GPU, Kit, _child_until, _last_json, make_plan
 
 pytestmark = pytest.mark.slow
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +69,8 @@ def test_the_documented_device_command_runs_the_kit_when_the_wheel_folder_is_mis
     shim(bin_dir, "python3", f'if [ "$1 $2" = "-m bench.gpu_check" ]; then cd {REPO_ROOT} && '
                              f'exec {VENV_PYTHON} "$@" --device cpu --quick --only 2; fi\nexec {VENV_PYTHON} "$@"\n')
     env = {**os.environ, "OUT": str(out), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", "-c", documented_device_command()], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(["bash", "-c", documented_device_command()], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=120)
     log = (out / "gpu-check.log").read_text()
     assert done.returncode == 0, log
     assert "gpu-check: the wheels did not install (pip exit 1)" in log

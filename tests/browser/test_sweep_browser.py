@@ -11,9 +11,9 @@ import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 from playwright.sync_api import expect
 
+from lessons.step_budget import PUBLISHED_PEAKS, shape_flops
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
-from lessons.step_budget import PUBLISHED_PEAKS, shape_flops
 from trainer.isolated import RunOutcome
 from trainer.peaks import DevicePeaks
 from trainer.profile import CATEGORIES as PROFILE_CATEGORIES
@@ -33,6 +33,14 @@ GPU_FIGURES = {"torch_max_allocated": 4e8, "torch_max_reserved": 5e8, "nvml_proc
                "nvml_device_used": 9e8}
 # Finished comparisons on the module's server: (pairs of runs, with a GPU's memory figures).
 RECORDED = {"one-pair-cpu": (1, False), "three-pairs": (3, False), "gpu-memory-figures": (1, True)}
+
+
+def open_settled(page, address: str, words: str) -> None:
+    """Open `address`, wait for the page's heading and for its script run to end, and check it raised nothing."""
+    page.goto(address)
+    heading(page, words).wait_for()
+    wait_until_idle(page)
+    assert_no_exception(page)
 
 
 def recorded_comparison(pairs: int, gpu_figures: bool) -> list[RunResult]:
@@ -149,10 +157,7 @@ def set_up_tiny_sweep(page) -> None:
 
 def test_a_running_sweep_shows_progress_then_its_verdict_without_a_reload_or_click(page, lab):
     url, store = lab
-    page.goto(f"{url}/when-amp-pays")
-    heading(page, "AMP pays off").wait_for()
-    wait_until_idle(page)
-    assert_no_exception(page)
+    open_settled(page, f"{url}/when-amp-pays", "AMP pays off")
     set_up_tiny_sweep(page)
     amp_mode = page.get_by_role("combobox", name="AMP mode").input_value()
 
@@ -226,10 +231,7 @@ def drawn_chart_titles(page, at_least: int) -> list[str]:
 
 def test_when_amp_pays_draws_the_roofline_and_ladder_with_the_counted_flops(page, lab):
     url, _ = lab
-    page.goto(f"{url}/when-amp-pays")
-    heading(page, "AMP pays off").wait_for()
-    wait_until_idle(page)
-    assert_no_exception(page)
+    open_settled(page, f"{url}/when-amp-pays", "AMP pays off")
     titles = drawn_chart_titles(page, at_least=3)
     assert "The lab's layers on this device's roofline" in titles and "The ladder to the fastest lab run" in titles
 
@@ -249,10 +251,7 @@ def test_when_amp_pays_draws_the_roofline_and_ladder_with_the_counted_flops(page
 
 def test_results_shows_a_profiled_runs_budget_and_its_step_by_kind_of_work(page, lab):
     url, _ = lab
-    page.goto(f"{url}/results?job=recorded-profiled")
-    heading(page, "Results").wait_for()
-    wait_until_idle(page)
-    assert_no_exception(page)
+    open_settled(page, f"{url}/results?job=recorded-profiled", "Results")
     assert "One step by kind of work (profiled window)" in drawn_chart_titles(page, at_least=5)
     text = page.locator('[data-testid="stMain"]').inner_text()
     config = profiled_comparison()[0].config
@@ -319,10 +318,8 @@ def overlaps(a: dict, b: dict) -> bool:
 def test_comparison_charts_at_800_px_show_every_name_and_legend_entry_without_overlap(page, lab, name):
     url, _ = lab
     page.set_viewport_size({"width": 800, "height": 1000})
-    page.goto(f"{url}/results?job=recorded-{name}")  # a shared link: any finished comparison on the server
-    heading(page, "Results").wait_for()
-    wait_until_idle(page)
-    assert_no_exception(page)
+    # A shared link: any finished comparison on the server.
+    open_settled(page, f"{url}/results?job=recorded-{name}", "Results")
     axes = [chart for chart in settled_axes(page, charts=5) if chart["discrete"]]
 
     assert {"Total training time", "Peak memory", "Throughput"} <= {chart["chart"] for chart in axes}, axes
