@@ -49,18 +49,24 @@ build_environment() {
     python=$(find_python312) || fail "no Python 3.12 found (set PY312=/path/to/python3.12)"
     say "building $ENV from $($python --version) (once; torch 2.11.0 is a CUDA build of several GB)"
     rm -rf "$ENV"
+    mkdir -p "$DIR"
     "$python" -m venv "$ENV"
     # shellcheck disable=SC2086  # lists of requirements
-    "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check $TORCH_PACKAGES $IMAGE_PACKAGES 2>&1 \
-        | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+    "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check $TORCH_PACKAGES $IMAGE_PACKAGES \
+        >"$DIR/build.log" 2>&1 || { grep -v "is ignored: it is neither" "$DIR/build.log" | tail -5
+                                    fail "the environment did not install: $DIR/build.log"; }
     # Streamlit must not be there: the device command's wheels bring it, or step 6 says it is missing.
-    if "$ENV/bin/python" -c "import streamlit" 2>/dev/null; then fail "streamlit got into $ENV: it must come from the wheels"; fi
+    if "$ENV/bin/python" -c "import streamlit" 2>/dev/null; then
+        fail "streamlit got into $ENV: it must come from the wheels"
+    fi
     "$ENV/bin/python" -m pip freeze --disable-pip-version-check >"$ENV/freeze.txt"
     touch "$ENV/.built"
 }
 
 started=$(date +%s)
-[ -f "$ENV/.built" ] || build_environment
+if [ ! -f "$ENV/.built" ]; then  # not `|| build_environment`: set -e does not reach a function called there
+    build_environment
+fi
 say "environment: $("$ENV/bin/python" -c 'import sys, torch; print(f"Python {sys.version.split()[0]}, torch {torch.__version__}")')"
 [ -d .gpu-wheels ] || PY=.venv/bin/python bench/gpu_wheels.sh .gpu-wheels
 
