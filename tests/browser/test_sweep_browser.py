@@ -223,6 +223,18 @@ CHART_TITLES_JS = """() => [...document.querySelectorAll('[data-testid="stVegaLi
   .map((chart) => (chart.querySelector('g.role-title text') || {}).textContent || '?')"""
 
 
+# The roofline table's GFLOP cells, or null until its header and rows are there.
+ROOFLINE_GFLOP_JS = """() => {
+  const table = [...document.querySelectorAll('[data-testid="stTable"]')]
+    .find((t) => t.innerText.includes('bound by, fp32 / AMP'));
+  if (!table) return null;
+  const column = [...table.querySelectorAll('thead th')].map((th) => th.innerText.trim()).indexOf('GFLOP');
+  const cells = [...table.querySelectorAll('tbody tr')]
+    .map((tr) => (tr.querySelectorAll('th, td')[column] || {}).innerText);
+  return column < 0 || cells.length === 0 || cells.some((c) => !c) ? null : cells;
+}"""
+
+
 def drawn_chart_titles(page, at_least: int) -> list[str]:
     """The titles of the charts Vega has drawn (an svg with marks), once at least `at_least` are."""
     page.wait_for_function(f"() => ({CHART_TITLES_JS})().length >= {at_least}")
@@ -240,11 +252,9 @@ def test_when_amp_pays_draws_the_roofline_and_ladder_with_the_counted_flops(page
     text = page.locator('[data-testid="stMain"]').inner_text()
     tf32_us = flops / (PUBLISHED_PEAKS["H200"]["tf32"] * 1e12) * 1e6
     assert f"{flops / 1e9:.2f} GFLOP" in text and f"{tf32_us:.0f} µs in TF32" in text
-    # The roofline's table: one row per layer; its GFLOP column adds up to the same count (each cell rounded).
-    table = page.locator('[data-testid="stTable"]').filter(has_text="bound by, fp32 / AMP").first
-    header = [cell.strip() for cell in table.locator("thead th").all_inner_texts()]
-    column = header.index("GFLOP")
-    cells = [row.locator("th, td").nth(column).inner_text() for row in table.locator("tbody tr").all()]
+    # The roofline's table: one row per layer; its GFLOP column adds up to the same count (each cell rounded). Read
+    # in one moment, once whole: right after the sweep test, on the same server, the first read found no header.
+    cells = page.wait_for_function(ROOFLINE_GFLOP_JS).json_value()
     assert len(cells) >= 8
     assert sum(float(cell) for cell in cells) == pytest.approx(flops / 1e9, abs=0.0005 * len(cells))
 
