@@ -69,8 +69,6 @@ CPU_STEPS = ("environment",)  # the steps that run without a GPU under --device 
 FIRST_TRY_S = 360.0
 RETRY_S = 240.0  # the most a retry (--only) may take in the same window
 BENCH_TAIL_S = 20.0  # after the bench's own budget: its last run, its environment record and its exit
-# After the ladder's own budget: the last run it started (a compiled rung's compile included), then its exit.
-LADDER_TAIL_S = {"full": 60.0, "quick": 30.0}
 PAGE_RESERVE_S = 25.0  # step 6: kept for the Results page after the job (it took 3 s on 2 CPU cores)
 RESERVE_PER_STEP_S = 20.0  # kept back for each later step, so one slow step cannot starve all the others
 MIN_STEP_S = 10.0  # a step given less than this is skipped as out of time rather than started
@@ -112,6 +110,7 @@ class Plan:
     app_epochs: int
     app_batch_size: int
     ladder_args: tuple[str, ...]  # step 7, passed to python -m bench.ladder
+    ladder_tail_s: float  # step 7's time after the ladder's own budget: its last run (a compile included), its exit
     # Step 3's runs at the lab's batch that are also profiled after their timed training (trainer/profile.py: the
     # step by kind of work; on CUDA the kernels, Tensor Core ones marked) and measure the device's peaks once.
     profile_steps: int = 20
@@ -146,7 +145,7 @@ def make_plan(quick: bool, device_type: str) -> Plan:
             app_amp=amp, app_subset=QUICK_DEMO["subset"], app_epochs=QUICK_DEMO["epochs"],
             app_batch_size=QUICK_DEMO["batch_size"],
             # The lab's 5 epochs per rung; a second repeat for the spreads where the budget leaves room.
-            ladder_args=("--repeats", "2"),
+            ladder_args=("--repeats", "2"), ladder_tail_s=60.0,
         )
     # The quick plan runs inside `make test` on 2 cores, where a fresh process costs more than its training: a few
     # small batches per run (fp16, and bf16 without AMX, are tens of times slower than fp32 on a CPU), the DataLoader
@@ -162,7 +161,7 @@ def make_plan(quick: bool, device_type: str) -> Plan:
         bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
                     "--test-subset", "32", *bench_modes),
         app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32, profile_steps=2,
-        ladder_args=("--quick", "--repeats", "1"),
+        ladder_args=("--quick", "--repeats", "1"), ladder_tail_s=30.0,
     )
 
 
@@ -657,7 +656,7 @@ class Kit:
         the step's time goes. The ladder writes its JSON after every run, so a kill keeps each finished one."""
         path = self.out / f"ladder-{self.device_type}.json"
         seconds = max(1.0, deadline - time.monotonic())
-        budget = max(1.0, seconds - LADDER_TAIL_S[self.plan.name])
+        budget = max(1.0, seconds - self.plan.ladder_tail_s)
         args = ["-m", "bench.ladder", "--device", self.device_type, *self.plan.ladder_args,
                 "--budget", f"{budget:.0f}", "--timeout", f"{max(1.0, seconds - 5):.0f}", "--json", str(path)]
         report, ended = self.reporting_child(record, args, path, deadline, "ladder")

@@ -170,4 +170,5 @@ else
     grep -E "^(FAILED|ERROR) " "$DIR/tests.log" || tail -5 "$DIR/tests.log"
     fail "tests failed under the H200's torch: $DIR/tests.log"
 fi
+rm -rf "$TREE"  # a copy of the project: left only when something failed, to look into
 say "passed in $(( $(date +%s) - started )) s (the two calls $kit_s s; carried $carried_mib MiB)"

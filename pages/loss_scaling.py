@@ -6,12 +6,13 @@ from itertools import pairwise
 import numpy as np
 import streamlit as st
 
-from lessons.capture import capture_values, default_source
+from lessons.capture import capture_values
 from lessons.scaler_sim import ScalerSettings, classify_skips, parse_steps, simulate_gradients
 from lessons.underflow import MAX_SCALE_EXPONENT, search_skips
 from server.offer import ABLATION_GROWTH_INTERVAL, ABLATION_INIT_EXPONENT
 from trainer.errors import TrainerError
 from ui import jobs, server_bundle
+from ui.lab_capture import read_lab_model
 from ui.learn_charts import scale_trace_chart, scale_traces_chart
 from ui.predict import predict_then_check
 from ui.widgets import amp_step_picture, next_link, when
@@ -107,13 +108,7 @@ else:
             st.rerun()
 
 st.subheader("An ablation: make the scaler work")
-settings = server_bundle.settings()
-source = default_source(settings.data_root)
-try:
-    largest = largest_gradients(source, settings.data_root)
-except TrainerError as err:
-    st.error(f"Could not read the lab model's gradients: {err}")
-    largest = None
+largest, source = read_lab_model(largest_gradients, "gradients")
 if largest is not None:
     peak = max(largest.values())
     fits = peak * 2**16 < FP16_OVERFLOW

@@ -3,11 +3,11 @@ fall."""
 
 import streamlit as st
 
-from lessons.capture import capture_values, default_source, summaries
+from lessons.capture import capture_values, summaries
 from lessons.number_formats import TORCH_VERSION, encode_all, exact, format_table, parse_value
 from lessons.underflow import FP16_SMALLEST_SUBNORMAL, scale_outcome
 from trainer.errors import TrainerError
-from ui import server_bundle
+from ui.lab_capture import read_lab_model
 from ui.learn_charts import bits_html, bits_legend_html, format_range_chart
 from ui.predict import predict_then_check
 from ui.widgets import amp_step_picture, next_link
@@ -119,13 +119,7 @@ time goes to convolutions, memory traffic and the data pipeline, it would not.
 """
     )
 
-settings = server_bundle.settings()
-source = default_source(settings.data_root)
-try:
-    values = model_values(source, settings.data_root)
-except TrainerError as err:
-    st.error(f"Could not read the lab model's values: {err}")
-    values = None
+values, source = read_lab_model(model_values, "values")
 
 if values is not None:
     st.subheader("The ranges, side by side")

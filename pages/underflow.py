@@ -3,10 +3,9 @@
 import numpy as np
 import streamlit as st
 
-from lessons.capture import capture_values, default_source
+from lessons.capture import capture_values
 from lessons.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
-from trainer.errors import TrainerError
-from ui import server_bundle
+from ui.lab_capture import read_lab_model
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart
 from ui.widgets import amp_step_picture, next_link
 
@@ -48,12 +47,8 @@ in fp32, before the optimizer step. Too large an S pushes the largest gradients 
 """
 )
 
-settings = server_bundle.settings()
-source = default_source(settings.data_root)
-try:
-    views = gradient_views(source, settings.data_root)
-except TrainerError as err:
-    st.error(f"Could not read the lab model's gradients: {err}")
+views, source = read_lab_model(gradient_views, "gradients")
+if views is None:
     st.stop()
 
 st.subheader("The lab model's gradients against fp16")
