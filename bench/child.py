@@ -12,9 +12,9 @@ import torch
 from bench.plain_loop import train_plain
 from trainer import host_malloc
 from trainer.config import RunConfig
-from trainer.datasets import load_split
-from trainer.loop import run_training
+from trainer.loaders import load_split
 from trainer.progress import Progress
+from trainer.run import run_training
 
 IMPLEMENTATIONS = ("plain", "trainer")
 

@@ -25,8 +25,8 @@ import torch
 from bench.plain_loop import PLAIN_MODES
 from trainer.capabilities import resolve_device
 from trainer.child_process import ChildProcessError, run_python_json
+from trainer.cifar10 import cifar10_available
 from trainer.config import LOADERS, RunConfig
-from trainer.datasets import cifar10_available
 from trainer.environment import capture_environment
 from trainer.precision import set_tf32
 

@@ -12,9 +12,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainer.datasets import cifar10_available, load_split
+from trainer.cifar10 import cifar10_available
 from trainer.errors import ConfigError
 from trainer.images import MEAN, STD
+from trainer.loaders import load_split
 from trainer.model import build_model
 
 KINDS = ("weights", "activations", "gradients", "activation gradients")

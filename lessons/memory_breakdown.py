@@ -22,9 +22,9 @@ import torch
 from torch import nn
 
 from trainer.child_process import run_python_json
+from trainer.config import from_known_fields
 from trainer.errors import ConfigError
-from trainer.known_fields import from_known_fields
-from trainer.measure import MemoryMonitor
+from trainer.memory import MemoryMonitor
 from trainer.model import build_model
 from trainer.precision import PrecisionPolicy
 

@@ -3,7 +3,7 @@
 The GradScaler keeps small gradients from underflowing to zero in fp16's backward pass; fp32 master weights keep
 small updates from rounding away when they are added to a weight. The safeguards lesson runs amp-fp16 beside
 amp-fp16-unscaled (no scaler) and beside fp16-true (the model in fp16, no master copy), counting every step's zero
-gradients and unchanged weights (trainer/measure.py's UpdateTracker); this module says what the counts show.
+gradients and unchanged weights (trainer/meters.py's UpdateTracker); this module says what the counts show.
 The fp16 arithmetic below is done by torch, so it is the running PyTorch's rounding, not a formula.
 """
 

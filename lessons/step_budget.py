@@ -88,10 +88,6 @@ class StepBudget:
     published_s: float | None  # the roofline at the published peaks (a known GPU only)
 
     @property
-    def arithmetic_share(self) -> float:
-        return self.arithmetic_s / self.step_s
-
-    @property
     def roofline_share(self) -> float:
         return self.roofline_s / self.step_s
 

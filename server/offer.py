@@ -16,8 +16,8 @@ from server.kinds import KindPolicy
 from server.records import MAX_COMPARE_PAIRS, MAX_SWEEP_RUNS, JobSpec
 from server.settings import Settings
 from trainer.capabilities import DeviceFacts, ModeSupport, mode_support
+from trainer.cifar10 import cifar10_available
 from trainer.config import AMP_PRECISIONS, DATA_SOURCES, LOADERS, SAFEGUARD_FAILURES, WIDTHS, RunConfig
-from trainer.datasets import cifar10_available
 from trainer.errors import ConfigError
 from trainer.results import LAB_REFERENCE
 

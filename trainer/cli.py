@@ -160,7 +160,7 @@ def _run_command(args: argparse.Namespace) -> int:
     _check_json_path(args.json)
     _warn_if_gpu_unseen(config, device)
     _warn_if_scaler_unused(config, [config.precision])
-    from trainer.loop import run_training
+    from trainer.run import run_training
 
     print(_describe(config, device.type), flush=True)
     result = run_training(config, on_progress=_LogPrinter())

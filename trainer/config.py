@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
+from typing import TypeVar
 
 from trainer.errors import ConfigError, UnsupportedModeError
-from trainer.known_fields import from_known_fields
+
+T = TypeVar("T")
 
 # fp32 is strict fp32 (TF32 off); fp32-default leaves the TF32 switches as PyTorch sets them, as the lab's script does.
 PRECISIONS = ("fp32", "fp32-default", "tf32", "amp-fp16", "amp-bf16")
@@ -42,6 +44,13 @@ MAX_LOSS_SHRINK_LOG2 = 24
 # these alone trained alike (a sweep's points, a comparison's pair).
 AFTER_TRAINING = ("measure_peaks", "peaks_cache", "profile_steps")
 MAX_PROFILE_STEPS = 200  # a profile is a short window: the profiler keeps every operator of every step in memory
+
+
+def from_known_fields(cls: type[T], data: Mapping) -> T:
+    """`cls(**data)` with only the keys that are fields of the dataclass `cls`: a record read back from JSON (a
+    result, a stored job) keeps working across versions, whether it is older or newer than this code."""
+    known = {f.name for f in fields(cls)}
+    return cls(**{key: value for key, value in data.items() if key in known})
 
 
 def check_precision(precision: object, refused: Mapping[str, str] | None = None) -> None:
@@ -140,10 +149,6 @@ class RunConfig:
     def default_scaler(self) -> bool:
         """GradScaler's own settings (what every run used before they could be changed)."""
         return (self.loss_scale_init, self.loss_scale_growth_interval) == (DEFAULT_LOSS_SCALE, DEFAULT_GROWTH_INTERVAL)
-
-    @property
-    def is_amp(self) -> bool:
-        return self.precision in AMP_PRECISIONS
 
     @property
     def is_failure(self) -> bool:

@@ -11,7 +11,7 @@ import torch
 
 from trainer import host_malloc
 from trainer.capabilities import TF32_MIN_CAPABILITY, DeviceFacts, resolve_device
-from trainer.known_fields import from_known_fields
+from trainer.config import from_known_fields
 from trainer.precision import tf32_flags
 
 # CPU features that decide how fast low-precision math runs on a CPU.

@@ -303,7 +303,7 @@ def _child_main() -> int:
 
     # Imported before the config arrives, so that a process started ahead is ready to train when it comes;
     # the parent side never imports torch.
-    from trainer.loop import run_training
+    from trainer.run import run_training
 
     try:
         line = sys.stdin.readline()

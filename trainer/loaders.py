@@ -1,4 +1,5 @@
-"""Two ways to feed a split to the model: the lab's DataLoader pipeline and a device-resident tensor.
+"""The images a run trains and tests on: a split from its source (the one door to CIFAR-10 and the synthetic
+images), and two ways to feed it to the model, the lab's DataLoader pipeline and a device-resident tensor.
 
 Both yield (images, labels) on the training device: float32 NCHW images normalised with MEAN/STD and
 int64 labels, and both give exactly the same values for the same image.
@@ -15,11 +16,28 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 
-from trainer.config import LOADERS
+from trainer import cifar10, synthetic
+from trainer.config import DATA_SOURCES, LOADERS
 from trainer.errors import ConfigError
 from trainer.images import MEAN, STD, ImageSplit
 
 Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+def load_split(source: str, data_root: str, train: bool, limit: int | None = None, seed: int = 0,
+               download: bool = True) -> ImageSplit:
+    """The first `limit` images (all when None) of one split; raises DatasetError for missing or damaged data.
+
+    `download` matters only for cifar10, `seed` only for synthetic data. For synthetic data `data_root` may hold a
+    split prepared once (trainer.synthetic.prepare_synthetic): the same pixels, read instead of generated.
+    """
+    if source not in DATA_SOURCES:
+        raise ConfigError(f"unknown data {source!r}: choose one of {', '.join(DATA_SOURCES)}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"the image limit must be a whole number of at least 1, got {limit!r}")
+    if source == "cifar10":
+        return cifar10.read_cifar10(data_root, train, limit=limit, download=download)
+    return synthetic.make_synthetic(train, limit=limit, seed=seed, prepared_in=data_root)
 
 
 class BatchSource:

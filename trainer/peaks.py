@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
+from trainer.config import from_known_fields
 from trainer.environment import cpu_model
-from trainer.known_fields import from_known_fields
 
 MATMUL_SIZES = {"cpu": 512, "cuda": 8192}  # square matrices: large enough to be arithmetic-bound on each device
 COPY_BYTES = {"cpu": 64 * 2**20, "cuda": 1 * 2**30}  # larger than the caches, so a copy measures memory

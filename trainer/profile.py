@@ -11,11 +11,13 @@ prove Tensor Cores ran (and the products that did not use them) can be read off.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field, replace
 
 import torch
-from torch.profiler import ProfilerActivity, profile
+from torch.profiler import ProfilerActivity, profile, record_function
+
+from trainer.loop import StepParts
 
 DATA_SPAN = "amp_lab: wait for data"
 UNCOVERED = "host time not covered by operators"
@@ -66,6 +68,31 @@ class StepProfile:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def profile_training(parts: StepParts, batches: Iterable, steps: int, batch_size: int,
+                     device: torch.device) -> StepProfile:
+    """`steps` more full-size training steps under the profiler, each fetching its batch in the data span."""
+    parts = replace(parts, updates=None)  # the window's steps are not the run's: nothing is counted
+    parts.model.train()
+    source = {"batches": iter(batches)}
+
+    def next_full_batch():
+        while True:
+            try:
+                images, labels = next(source["batches"])
+            except StopIteration:
+                source["batches"] = iter(batches)  # an epoch boundary inside the window: a new pass over the data
+                continue
+            if images.shape[0] == batch_size:  # a smaller last batch is another shape: not a steady step
+                return images, labels
+
+    def run_step() -> None:
+        with record_function(DATA_SPAN):
+            images, labels = next_full_batch()
+        parts.step(images, labels)
+
+    return profile_window(steps, run_step, device)
 
 
 def profile_window(steps: int, run_step: Callable[[], None], device: torch.device) -> StepProfile:

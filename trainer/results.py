@@ -7,8 +7,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
-from trainer.config import RunConfig
-from trainer.known_fields import from_known_fields
+from trainer.config import RunConfig, from_known_fields
 
 # The figures the lab itself reports for its GPU (5 epochs, batch 256); shown beside ours as a reference only.
 LAB_REFERENCE = {
@@ -66,7 +65,7 @@ class RunResult:
     # {"verdict": "steady" | "noisy", "cv", "reasons", ...} (trainer/timing_quality.py); None: not measured
     timing_quality: dict | None = None
     worker_cpu_s: float | None = None  # DataLoader workers' CPU seconds over the timed window (None: no workers)
-    # Only with config.track_updates (trainer/measure.py's UpdateTracker): per flush {"step", "zero_grad_share",
+    # Only with config.track_updates (trainer/meters.py's UpdateTracker): per flush {"step", "zero_grad_share",
     # "stalled_update_share"}, and the run's counts {"steps", "gradients", "zero", "moving", "stalled"}.
     update_history: list[dict] = field(default_factory=list)
     update_counts: dict | None = None

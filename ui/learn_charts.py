@@ -362,7 +362,7 @@ def scale_traces_chart(runs: dict[str, tuple[list[dict], list[int]]], title: str
 
 def update_share_chart(series: dict[str, list[dict]], precisions: dict[str, str], field: str, title: str,
                        axis_title: str) -> alt.Chart:
-    """A share from each run's update history (trainer/measure.py's UpdateTracker: "zero_grad_share" or
+    """A share from each run's update history (trainer/meters.py's UpdateTracker: "zero_grad_share" or
     "stalled_update_share") against the step, one line per run coloured by its mode. The axis starts at 0%, so
     that a gap between the runs is drawn to the scale of the whole."""
     rows = [{"run": label, "step": point["step"], "share": point[field], "precision": precisions.get(label, "")}

@@ -26,7 +26,7 @@ from bench.run_bench import (
     resolve_modes,
     run_order,
 )
-from trainer.datasets import load_split
+from trainer.loaders import load_split
 from trainer.precision import set_tf32, tf32_flags
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -371,7 +371,7 @@ def test_step_2_is_given_only_the_suites_files_that_hold_cuda_only_tests():
     """Issue 22, item 8: the files that need Streamlit (the pages' and ui's tests) hold no GPU test, so a GPU
     machine without Streamlit collects none of them."""
     files = [str(path.relative_to(REPO_ROOT)) for path in gpu_test_files(REPO_ROOT / "tests")]
-    assert "tests/trainer/test_cuda.py" in files and "tests/trainer/test_loop.py" in files  # module and param marks
+    assert "tests/trainer/test_cuda.py" in files and "tests/trainer/test_run.py" in files  # module and param marks
     assert not any(f.startswith(("tests/pages/", "tests/browser/")) for f in files)
     assert "tests/trainer/test_cli.py" not in files  # it skips *on* a GPU: a CPU test
     for path in files:

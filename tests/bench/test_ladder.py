@@ -13,7 +13,7 @@ from tests.ui_fixtures import make_result
 from trainer.config import RunConfig
 from trainer.errors import ConfigError, UnsupportedModeError
 from trainer.isolated import RunOutcome
-from trainer.loop import run_training
+from trainer.run import run_training
 
 
 def fake_runs(monkeypatch, seconds_for, accuracy_for=lambda config: 0.5):

@@ -7,8 +7,8 @@ from server.offer import Offer
 from server.settings import Settings
 from trainer.config import RunConfig
 from trainer.isolated import RunOutcome
-from trainer.loop import run_training
 from trainer.results import RunResult
+from trainer.run import run_training
 
 CPU_OFFER = Offer.for_device(Settings(class_mode=False), "cpu")
 

@@ -18,7 +18,7 @@ from lessons.safeguards import (
 from server.offer import Offer
 from server.settings import Settings
 from trainer.capabilities import DeviceFacts, mode_support
-from trainer.loop import run_training
+from trainer.run import run_training
 
 SMALL = dict(subset=128, batch_size=8, test_subset=32, device="cpu", data="synthetic")  # 16 steps: ~2 s a run
 

@@ -263,7 +263,7 @@ def test_one_submit_checks_a_runs_precision_three_times_at_most(tmp_path, monkey
     import trainer.precision
     from server.jobs import JobManager
     from trainer.isolated import RunOutcome
-    from trainer.loop import run_training
+    from trainer.run import run_training
 
     checked = []
 

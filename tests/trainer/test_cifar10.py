@@ -5,9 +5,9 @@ import pickle
 import numpy as np
 import pytest
 
-from trainer.cifar10 import read_cifar10
-from trainer.datasets import cifar10_available, load_split
+from trainer.cifar10 import cifar10_available, read_cifar10
 from trainer.errors import DatasetError
+from trainer.loaders import load_split
 
 
 def test_reads_train_and_test_splits_as_hwc_uint8(tiny_cifar10, no_download):

@@ -7,7 +7,7 @@ import torch
 
 from trainer.config import RunConfig
 from trainer.cpu_share import CORES_VARIABLE, format_cores, loader_workers, parse_cores, split_cores
-from trainer.loop import run_training
+from trainer.run import run_training
 
 
 def test_cores_are_dealt_in_blocks_and_written_as_nvidia_smi_and_taskset_do():

@@ -9,9 +9,9 @@ from torch import nn
 
 from trainer.config import RunConfig
 from trainer.errors import OutOfMemoryError, UnsupportedModeError
-from trainer.loop import run_training
 from trainer.model import SimpleCNN
 from trainer.precision import PrecisionPolicy, tf32_flags
+from trainer.run import run_training
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -7,9 +7,9 @@ from torch import nn
 
 from trainer.config import RunConfig, check_precision
 from trainer.errors import ConfigError
-from trainer.loop import run_training
-from trainer.measure import UpdateTracker
+from trainer.meters import UpdateTracker
 from trainer.precision import PrecisionPolicy
+from trainer.run import run_training
 
 TINY = dict(data="synthetic", device="cpu", loader="resident", num_workers=0, test_subset=64, epochs=1,
             batch_size=16, subset=128, log_every=4, warmup_steps=1)

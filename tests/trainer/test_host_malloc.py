@@ -75,7 +75,7 @@ def test_cpu_runs_tune_malloc_unless_asked_not_to():
     script = textwrap.dedent("""
         import json, sys
         from trainer.config import RunConfig
-        from trainer.loop import run_training
+        from trainer.run import run_training
         config = RunConfig(precision="fp32", epochs=1, batch_size=32, data="synthetic", subset=64, test_subset=32,
                            loader="resident", device="cpu", tune_host_malloc=sys.argv[1] == "tuned", warmup_steps=0)
         result = run_training(config)
@@ -91,7 +91,7 @@ def test_cpu_runs_tune_malloc_unless_asked_not_to():
 @glibc_only
 def test_asking_for_the_default_after_tuning_is_a_warning_not_a_silent_lie():
     from trainer import host_malloc
-    from trainer.loop import run_training
+    from trainer.run import run_training
 
     host_malloc.tune_for_training()
     config = RunConfig(precision="fp32", epochs=1, batch_size=32, data="synthetic", subset=64, test_subset=32,

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from trainer.measure import _PeakSampler
+from trainer.memory import _PeakSampler
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 READING_S = 0.1  # one slow reading, as an NVML call on a busy driver

@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from trainer.datasets import load_split
 from trainer.errors import ConfigError
 from trainer.images import ImageSplit
-from trainer.loaders import make_loader
+from trainer.loaders import load_split, make_loader
 
 CPU = torch.device("cpu")
 

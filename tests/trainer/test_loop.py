@@ -1,155 +1,17 @@
-"""The training loop on tiny synthetic runs: learning, measurement records, progress, cancel and errors."""
+"""The loop: one step for every mode, the accuracy check, and epochs that take a new instrument without a change."""
 
 import math
-import time
 
 import pytest
 import torch
 from torch import nn
 
-import trainer.loop as loop
-from trainer.capabilities import CPU_FP16_WARNING, resolve_device
+from trainer.clock import RunClock
 from trainer.config import RunConfig
-from trainer.errors import CancelledError, OutOfMemoryError, UnsupportedModeError
-from trainer.loop import evaluate, run_training, train_step
+from trainer.loop import StepParts, evaluate, train_epochs, train_step
+from trainer.meters import LossMeter, Meter, Meters, ScaleTracker
 from trainer.precision import PrecisionPolicy
-from trainer.results import RunResult
-
-TINY = dict(data="synthetic", device="cpu", loader="resident", num_workers=0, test_subset=128)
-
-
-@pytest.fixture(scope="module")
-def learned():
-    """Two epochs on 512 synthetic images (lr raised from the lab's 0.01 so that so few steps learn)."""
-    reports = []
-    config = RunConfig(precision="fp32", epochs=2, batch_size=32, subset=512, test_subset=256, lr=0.05,
-                       log_every=4, warmup_steps=3, **{k: v for k, v in TINY.items() if k != "test_subset"})
-    return config, run_training(config, on_progress=reports.append), reports
-
-
-def test_a_short_run_lowers_the_loss_and_beats_chance(learned):
-    _, result, _ = learned
-    assert result.epoch_losses[1] < result.epoch_losses[0]
-    assert result.loss_history[-1]["loss"] < result.loss_history[0]["loss"]
-    assert result.test_accuracy > 0.3  # chance is 0.1
-
-
-def test_run_records_steps_times_and_memory(learned):
-    config, result, _ = learned
-    assert result.total_steps == 2 * 16 and result.train_images == 512
-    assert len(result.epoch_times_s) == 2
-    assert result.total_time_s == pytest.approx(sum(result.epoch_times_s))
-    assert result.steady_images_per_s > 0 and result.warmup_steps == 3
-    assert result.peak_memory.keys() == {"process_rss_growth"}
-    assert result.resident_data_bytes == (512 + 256) * (3 * 32 * 32 * 4 + 8)  # on its own, not in the peak
-    assert result.environment["device_type"] == "cpu"
-    assert result.config == config and result.config is not config
-    assert result.loss_scale_history == [] and result.skipped_steps == 0
-    assert result.data_wait_s is None and result.compute_s is None
-    assert RunResult.from_json(result.to_json()) == result
-
-
-def test_loss_history_holds_window_means_at_log_points(learned):
-    _, result, _ = learned
-    assert [p["step"] for p in result.loss_history] == list(range(4, 33, 4))
-    assert [p["epoch"] for p in result.loss_history] == [1] * 4 + [2] * 4
-    assert all(math.isfinite(p["loss"]) for p in result.loss_history)
-    # Each epoch's mean equals the mean of its four windows of four steps.
-    first_epoch = [p["loss"] for p in result.loss_history[:4]]
-    assert result.epoch_losses[0] == pytest.approx(sum(first_epoch) / 4, rel=1e-5)
-
-
-def test_progress_reports_every_phase_and_each_logged_loss(learned):
-    _, result, reports = learned
-    phases = [r.phase for r in reports]
-    assert phases[:2] == ["starting", "loading data"] and phases[-1] == "done"
-    assert "evaluating" in phases
-    logged = [(r.global_step, r.loss) for r in reports if r.loss is not None]
-    assert logged == [(p["step"], p["loss"]) for p in result.loss_history]
-    training = [r for r in reports if r.phase == "training" and r.global_step]
-    assert all(r.steps_per_epoch == 16 and r.total_steps == 32 for r in training)
-    assert all(r.images_per_s > 0 and r.eta_s >= 0 for r in training)
-    assert reports[-1].fraction_done == 1.0
-
-
-def test_amp_fp16_on_cpu_records_the_loss_scale_and_warns():
-    # fp16 autocast is tens of times slower on a CPU: two steps of 16 images are enough here.
-    config = RunConfig(precision="amp-fp16", epochs=1, batch_size=16, subset=32, log_every=1, **{**TINY, "test_subset": 16})
-    result = run_training(config)
-    assert [h["step"] for h in result.loss_scale_history] == [1, 2]
-    assert all(h["scale"] > 0 for h in result.loss_scale_history)
-    assert all(math.isfinite(x["loss"]) for x in result.loss_history)
-    assert result.skipped_steps == len(result.skipped_step_numbers)
-    assert CPU_FP16_WARNING in result.warnings
-    # Two steps are all warm-up with the default five: the result says so instead of inventing a number.
-    assert result.steady_images_per_s is None
-    assert any("warm-up" in w for w in result.warnings)
-
-
-def test_breakdown_with_the_dataloader_and_channels_last():
-    config = RunConfig(epochs=1, batch_size=32, subset=96, breakdown=True, warmup_steps=0, channels_last=True,
-                       **{**TINY, "loader": "dataloader"})
-    result = run_training(config)
-    assert result.total_steps == 3
-    assert result.data_wait_s > 0 and result.compute_s > 0
-    assert result.data_wait_s + result.compute_s <= result.total_time_s
-    assert result.steady_images_per_s > 0
-    assert result.resident_data_bytes == 0
-
-
-def test_every_run_records_its_timing_quality_over_enough_intervals(learned):
-    _, result, _ = learned
-    quality = result.timing_quality
-    assert quality["verdict"] in ("steady", "noisy") and isinstance(quality["reasons"], list)
-    assert quality["intervals"] >= 8  # 29 steps after warm-up, logged every 4: sampled every 3
-    assert quality["cv"] is not None and result.worker_cpu_s is None  # no DataLoader workers
-
-
-def test_dataloader_workers_cpu_time_is_recorded():
-    config = RunConfig(epochs=1, batch_size=32, subset=128, warmup_steps=1, **{**TINY, "loader": "dataloader",
-                                                                                  "num_workers": 1})
-    result = run_training(config)
-    assert result.worker_cpu_s is not None and result.worker_cpu_s >= 0
-
-
-def test_cancel_stops_the_run():
-    calls = []
-
-    def cancel_on_third_check() -> bool:
-        calls.append(1)
-        return len(calls) >= 3
-
-    with pytest.raises(CancelledError):
-        run_training(RunConfig(epochs=5, batch_size=16, subset=128, **TINY), should_cancel=cancel_on_third_check)
-    assert len(calls) == 3
-
-
-def test_subsets_larger_than_their_split_are_said_in_the_warnings(monkeypatch):
-    real_load_split = loop.load_split
-
-    def small_splits(source, data_root, train, limit=None, seed=0):
-        return real_load_split(source, data_root, train, limit=48 if train else 24, seed=seed)
-
-    monkeypatch.setattr(loop, "load_split", small_splits)  # splits of 48 training and 24 test images
-    result = run_training(RunConfig(epochs=1, batch_size=16, subset=64, **{**TINY, "test_subset": 32}))
-    assert result.train_images == 48
-    assert result.warnings[-2:] == [
-        "a subset of 64 training images was asked for, but the training split has 48: the run trained on all 48",
-        "a test subset of 32 images was asked for, but the test split has 24: the accuracy check used all 24",
-    ]
-
-
-def test_out_of_memory_becomes_one_line_with_a_smaller_batch(monkeypatch):
-    def no_memory(*args, **kwargs):
-        raise torch.OutOfMemoryError("pretend the allocator failed")
-
-    monkeypatch.setattr(loop, "train_step", no_memory)
-    with pytest.raises(OutOfMemoryError) as caught:
-        run_training(RunConfig(precision="amp-bf16", epochs=1, batch_size=64, subset=64, **TINY))
-    message = str(caught.value)
-    assert "\n" not in message
-    assert "batch size 64" in message and "amp-bf16" in message and "GiB" in message
-    assert "batch size of 32" in message
+from trainer.progress import Reporter
 
 
 @pytest.mark.parametrize("name", ["fp32", "amp-bf16", "amp-fp16"])
@@ -167,8 +29,6 @@ def test_train_step_is_one_function_for_every_mode(name):
 
 
 def test_an_overflowing_fp16_step_is_skipped_and_halves_the_scale():
-    from trainer.measure import ScaleTracker
-
     policy = PrecisionPolicy.resolve("amp-fp16", "cpu")
     model = nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -196,59 +56,63 @@ def test_evaluate_counts_top1_hits_and_restores_train_mode():
     assert seen == [1, 2] and model.training
 
 
-def test_resolve_device():
-    assert resolve_device("cpu") == torch.device("cpu")
-    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
-    if not torch.cuda.is_available():
-        with pytest.raises(UnsupportedModeError, match="no CUDA GPU"):
-            resolve_device("cuda")
+class CountingMeter(Meter):
+    """A toy instrument: what the loop told it, and when it was asked to read."""
+
+    def __init__(self):
+        self.steps, self.reads = [], []
+
+    def record(self, at, loss):
+        self.steps.append((at.epoch, at.step, at.global_step, float(loss)))
+
+    def read(self, at, epoch_end):
+        self.reads.append((at.global_step, epoch_end))
+
+    def fields(self):
+        return {"counted": len(self.steps)}
 
 
-def test_tf32_on_cpu_is_refused_before_any_work():
-    with pytest.raises(UnsupportedModeError):
-        run_training(RunConfig(precision="tf32", **TINY))
+def tiny_run(meter: Meter, sizes=(16, 16, 8), **settings):
+    """Two epochs of batches of `sizes` images through train_epochs, with `meter` beside the run's own meters."""
+    config = RunConfig(**{"epochs": 2, "batch_size": sizes[0], "log_every": 2, "warmup_steps": 1, "device": "cpu",
+                          **settings})
+    device = torch.device("cpu")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(12, 3))
+    policy = PrecisionPolicy.resolve("fp32", device)
+    scaler = policy.make_scaler()
+    parts = StepParts(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), policy, scaler)
+    batches = [(torch.randn(n, 3, 2, 2), torch.randint(0, 3, (n,))) for n in sizes]
+    clock = RunClock(config, device, len(batches))
+    meters = Meters(LossMeter(device), [ScaleTracker(scaler), meter], config.log_every)
+    reports = []
+    train_epochs(parts, batches, clock, meters, Reporter(reports.append, None, config.epochs, config.batch_size))
+    return clock, meters, reports
 
 
-@pytest.mark.parametrize("device", [
-    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")),
-])
-@pytest.mark.slow
-def test_partial_batches_are_left_out_of_the_steady_throughput(monkeypatch, device):
-    real_step = loop.train_step
-
-    def slow_partial_batch(model, images, *args):
-        if images.shape[0] < 32:
-            time.sleep(0.3)  # as a new shape's one-off work (cuDNN's algorithm search) would
-        return real_step(model, images, *args)
-
-    monkeypatch.setattr(loop, "train_step", slow_partial_batch)
-    config = RunConfig(epochs=2, batch_size=32, subset=72, warmup_steps=0, cudnn_benchmark=True,
-                       **{**TINY, "device": device})  # batches of 32, 32 and 8 in each epoch
-    result = run_training(config)
-    assert result.total_steps == 6 and result.train_images == 72
-    # The steady figure is the 4 full batches over their own time: at least the 0.6 s of partial batches less.
-    assert 128 / result.steady_images_per_s <= result.total_time_s - 0.6
-    # The first partial batch is recorded on its own, with its one-off work (a compiled model compiles again there).
-    assert result.first_partial_step["images"] == 8 and result.first_partial_step["s"] >= 0.3
+def test_a_new_meter_is_told_every_step_and_reads_at_log_points_and_epoch_ends_with_no_change_to_the_loop():
+    meter = CountingMeter()
+    clock, meters, reports = tiny_run(meter)
+    assert [step[:3] for step in meter.steps] == [(1, 1, 1), (1, 2, 2), (1, 3, 3), (2, 1, 4), (2, 2, 5), (2, 3, 6)]
+    assert all(math.isfinite(step[3]) for step in meter.steps)
+    assert meter.reads == [(2, False), (3, True), (5, False), (6, True)]  # log_every 2 within each epoch
+    assert meters.fields()["counted"] == 6 and len(meters.fields()["epoch_losses"]) == 2
+    logged = [(r.global_step, r.loss) for r in reports if r.loss is not None]
+    assert logged == [(p["step"], p["loss"]) for p in meters.loss.history] and len(logged) == 2
+    assert clock.fields(None)["total_steps"] == 6 and clock.first_partial_step["images"] == 8
 
 
-def test_a_minimum_steady_time_adds_whole_epochs_and_no_more_than_it_needs():
-    config = RunConfig(epochs=1, batch_size=32, subset=64, warmup_steps=1, min_steady_s=0.5, **TINY)
-    result = run_training(config)
-    epochs = len(result.epoch_times_s)
-    assert result.total_steps == 2 * epochs and result.train_images == 64  # whole epochs of 2 steps
-    steady_s = (epochs * 64 - 32) / result.steady_images_per_s  # every image after the one warm-up step
-    assert steady_s >= 0.5  # long enough ...
-    # ... and stopped as soon as it was: without its last epoch the window was short (on a quiet machine a step
-    # takes milliseconds, so several epochs are added; on a busy one the first may already be long enough).
-    assert epochs == 1 or steady_s - result.epoch_times_s[-1] < 0.5 + 0.05
+def test_the_loop_reads_no_clock_per_step(monkeypatch):
+    import trainer.clock
 
-
-def test_the_epochs_mean_loss_counts_every_step_whatever_the_log_interval():
-    every_step = run_training(RunConfig(epochs=2, batch_size=32, subset=160, log_every=1, **TINY))  # 5 steps an epoch
-    every_other = run_training(RunConfig(epochs=2, batch_size=32, subset=160, log_every=2, **TINY))
-    for epoch, mean in enumerate(every_step.epoch_losses, 1):
-        losses = [point["loss"] for point in every_step.loss_history if point["epoch"] == epoch]
-        assert len(losses) == 5 and mean == pytest.approx(sum(losses) / 5, rel=1e-6)
-    # Logged in windows of 2, 2 and a last step flushed at the epoch's end: the same means.
-    assert every_other.epoch_losses == pytest.approx(every_step.epoch_losses, rel=1e-6)
+    reads = []
+    real_clock = trainer.clock.clock
+    monkeypatch.setattr(trainer.clock, "clock", lambda device: reads.append(1) or real_clock(device))
+    sizes = (4,) * 19 + (2,)  # 20 steps an epoch, the last one partial
+    clock, _, _ = tiny_run(CountingMeter(), sizes, log_every=100)
+    # 40 steps: the start, the first step, the end of warm-up, 9 timing samples (every 4 of the 39 steady steps), the
+    # 2 partial batches at both ends and the 2 epoch ends: 18 reads, none of them per step.
+    assert clock.steps == 40 and len(reads) == 18
+    reads.clear()
+    tiny_run(CountingMeter(), sizes, log_every=100, breakdown=True)
+    assert len(reads) == 18 + 40 * 3 + 2  # a breakdown asks for three more a step, and one at each epoch's end

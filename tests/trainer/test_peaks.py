@@ -8,8 +8,8 @@ import torch
 from trainer import peaks
 from trainer.config import RunConfig
 from trainer.errors import ConfigError
-from trainer.loop import run_training
 from trainer.peaks import DevicePeaks, cached_peaks, device_key, measure_peaks
+from trainer.run import run_training
 
 CPU = torch.device("cpu")
 

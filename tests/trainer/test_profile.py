@@ -5,8 +5,8 @@ import pytest
 
 from trainer.config import RunConfig
 from trainer.errors import ConfigError
-from trainer.loop import run_training
 from trainer.profile import CATEGORIES, DATA_SPAN, UNCOVERED, category
+from trainer.run import run_training
 
 
 @pytest.mark.parametrize("name, expected", [

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from trainer import synthetic
-from trainer.datasets import load_split
 from trainer.errors import ConfigError
+from trainer.loaders import load_split
 
 
 def test_shape_dtype_and_names():

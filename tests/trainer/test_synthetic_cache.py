@@ -5,7 +5,7 @@ import pytest
 
 from trainer import synthetic
 from trainer.config import RunConfig
-from trainer.datasets import load_split
+from trainer.loaders import load_split
 
 # More than one chunk (1000 images), so that reading the prefix crosses a chunk boundary.
 PREPARED_TRAIN, PREPARED_TEST = 1200, 300
@@ -74,7 +74,7 @@ def test_a_data_root_without_a_prepared_split_generates_as_before(tmp_path):
 
 @pytest.mark.slow
 def test_a_training_run_on_the_prepared_split_ends_exactly_as_one_that_generates_it(prepared, monkeypatch):
-    from trainer.loop import run_training
+    from trainer.run import run_training
 
     common = dict(precision="fp32", epochs=1, batch_size=32, data="synthetic", loader="resident", subset=64,
                   test_subset=32, device="cpu", warmup_steps=1, log_every=1)

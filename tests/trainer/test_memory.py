@@ -1,4 +1,4 @@
-"""Measurement helpers: on-device loss sums, steady throughput, the scale tracker and the memory monitor."""
+"""The memory monitor: the CPU's resident peak, NVML's view of a GPU (faked), and memory in an out-of-memory line."""
 
 import time
 from types import SimpleNamespace
@@ -8,65 +8,9 @@ import pytest
 import torch
 
 from trainer import host_malloc
-from trainer.measure import (
-    LossMeter,
-    MemoryMonitor,
-    ScaleTracker,
-    _nvml_handle,
-    _NvmlReader,
-    _PeakSampler,
-    clock,
-    device_memory_summary,
-    steady_throughput,
-)
+from trainer.memory import MemoryMonitor, _nvml_handle, _NvmlReader, _PeakSampler, device_memory_summary
 
 MIB = 2**20
-
-
-def test_loss_meter_averages_since_the_last_reset():
-    meter = LossMeter(torch.device("cpu"))
-    for value in (1.0, 2.0, 3.0):
-        meter.add(torch.tensor(value))
-    assert meter.mean_and_reset() == pytest.approx(2.0)
-    meter.add(torch.tensor(5.0, dtype=torch.bfloat16))
-    assert meter.mean_and_reset() == pytest.approx(5.0)
-    meter.add(torch.tensor(7.0))
-    meter.reset()
-    assert meter.count == 0
-
-
-def test_steady_throughput_needs_images_and_time():
-    assert steady_throughput(1000, 2.0) == 500.0
-    assert steady_throughput(0, 2.0) is None
-    assert steady_throughput(100, 0.0) is None
-
-
-def test_clock_moves_forward():
-    first = clock(torch.device("cpu"))
-    assert clock(torch.device("cpu")) >= first
-
-
-def test_scale_tracker_is_silent_for_a_disabled_scaler():
-    tracker = ScaleTracker(torch.amp.GradScaler("cpu", enabled=False))
-    tracker.after_update(1)
-    assert tracker.history == [] and tracker.skipped == []
-
-
-def test_scale_tracker_reads_the_scales_at_a_flush_and_marks_the_overflowed_step():
-    weight = torch.nn.Parameter(torch.ones(2))
-    optimizer = torch.optim.SGD([weight], lr=0.1)
-    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, growth_interval=1000)
-    tracker = ScaleTracker(scaler)
-    for step, gradient in enumerate((1.0, float("inf"), 1.0), start=1):
-        optimizer.zero_grad()
-        scaler.scale((weight * gradient).sum()).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        tracker.after_update(step)
-    assert tracker.history == []  # nothing read yet: no sync per step
-    tracker.flush()
-    assert tracker.history == [{"step": 1, "scale": 1024.0}, {"step": 2, "scale": 512.0}, {"step": 3, "scale": 512.0}]
-    assert tracker.skipped == [2]
 
 
 def test_cpu_memory_monitor_sees_a_large_allocation():
@@ -251,3 +195,4 @@ def test_nvml_activity_without_clock_calls_still_counts_processes():
     reader.read()
     activity = reader.activity(start, time.perf_counter())
     assert activity["other_processes"] == 0 and activity["sm_clock_min_mhz"] is None
+
