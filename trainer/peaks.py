@@ -20,6 +20,7 @@ import torch
 
 from trainer.config import from_known_fields
 from trainer.environment import cpu_model
+from trainer.precision import tf32_switched
 
 MATMUL_SIZES = {"cpu": 512, "cuda": 8192}  # square matrices: large enough to be arithmetic-bound on each device
 COPY_BYTES = {"cpu": 64 * 2**20, "cuda": 1 * 2**30}  # larger than the caches, so a copy measures memory
@@ -85,12 +86,8 @@ def measure_peaks(device: torch.device) -> DevicePeaks:
         side = size // CPU_FP16_SHRINK if kind == "cpu" and dtype == torch.float16 else size
         peaks.matmul_tflops[name] = _matmul_tflops(device, dtype, side)
     if kind == "cuda":
-        previous = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = True
-        try:
+        with tf32_switched(True):
             peaks.matmul_tflops["tf32"] = _matmul_tflops(device, torch.float32, size)
-        finally:
-            torch.backends.cuda.matmul.allow_tf32 = previous
     peaks.copy_gb_per_s = _copy_gb_per_s(device)
     peaks.launch_us = _launch_us(device)
     peaks.seconds = time.perf_counter() - started

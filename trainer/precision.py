@@ -105,6 +105,18 @@ def set_tf32(enabled: bool) -> None:
         torch.backends.cudnn.allow_tf32 = enabled
 
 
+@contextlib.contextmanager
+def tf32_switched(enabled: bool):
+    """TF32 on or off for the block, then every switch back as it stood, all through set_tf32's API: reading torch's
+    legacy allow_tf32 flags in a process that set the new fp32_precision ones raises."""
+    before = tuple(getattr(owner, name) for owner, name in _tf32_switches())
+    set_tf32(enabled)
+    try:
+        yield
+    finally:
+        _write_switches(before)
+
+
 def _tf32_switches() -> tuple[tuple[object, str], ...]:
     """The switches set_tf32 writes, with their parents, parents first (setting a parent rewrites its children)."""
     b = torch.backends

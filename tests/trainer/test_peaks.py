@@ -55,3 +55,30 @@ def test_a_run_that_asks_records_the_peaks_after_training(tmp_path):
     assert run_training(config).device_peaks == stored.to_dict()
     with pytest.raises(ConfigError, match="measure_peaks is true or false"):
         RunConfig(measure_peaks="yes").validate()
+
+
+def test_a_gpus_tf32_peak_is_measured_in_a_process_that_set_tf32_the_new_way(monkeypatch):
+    """Issue 34: a tf32 run sets torch's new fp32_precision switches; reading the legacy allow_tf32 flag after that
+    raises ("mix of the legacy and new APIs"), so the peaks must switch TF32 through the project's own switches."""
+    from trainer.precision import restore_tf32_defaults, set_tf32, tf32_flags
+
+    during = {}
+
+    def fake_matmul(device, dtype, side):
+        during[str(dtype) + ("-tf32" if len(during) == 3 else "")] = tf32_flags()["cuda_matmul_allow_tf32"]
+        return 1.0
+
+    for name, fake in (("_device_name", lambda device: "a pretend GPU"), ("_matmul_tflops", fake_matmul),
+                       ("_copy_gb_per_s", lambda device: 1.0), ("_launch_us", lambda device: 1.0)):
+        monkeypatch.setattr(peaks, name, fake)
+    try:
+        for tf32_run in (True, False):  # a tf32 run's process, then a strict fp32 run's
+            set_tf32(tf32_run)
+            before = tf32_flags()
+            measured = measure_peaks(torch.device("cuda"))
+            assert set(measured.matmul_tflops) == {"fp32", "bf16", "fp16", "tf32"}
+            assert during.pop("torch.float32-tf32") is True and during.pop("torch.float32") is tf32_run
+            during.clear()
+            assert tf32_flags() == before
+    finally:
+        restore_tf32_defaults()
