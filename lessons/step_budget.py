@@ -185,3 +185,21 @@ def lab_step_on(gpu: str) -> tuple[int, float, dict[str, float]]:
     peaks = PUBLISHED_PEAKS[gpu]
     return flops, LAB_REFERENCE["fp32_time_s"] / LAB_STEPS, {
         dtype: flops / (peaks[dtype] * 1e12) for dtype in ("fp32", "tf32", "bf16")}
+
+
+PROFILE_GAP = 0.2  # a profiled step further than this from the run's steady step may not describe the timed steps
+
+
+def profile_beside_steady(result: RunResult) -> str | None:
+    """The profiled window's step beside the run's steady step, and a warning when they are more than PROFILE_GAP
+    apart (the profiler's own cost, a busy machine, or another shape); None without both."""
+    if not result.profile or not result.steady_images_per_s:
+        return None
+    profiled, steady = result.profile["step_s"], result.config.batch_size / result.steady_images_per_s
+    gap = profiled / steady - 1
+    said = (f"The profiled window's step took {_duration(profiled)}, the run's steady step {_duration(steady)} "
+            f"({gap:+.0%})")
+    if abs(gap) <= PROFILE_GAP:
+        return said + ": the profile describes the step the run timed."
+    return (said + f": more than {PROFILE_GAP:.0%} apart, so the profile may not describe the timed steps (the "
+            "profiler's own cost, other work on the machine meanwhile, or a different batch shape).")

@@ -4,12 +4,13 @@ torch.profiler records every operator of N steps run after the timed training an
 disturbs neither); each operator called from Python, and each backward function the autograd engine runs, is put
 in one category by its name, with the time it took including what it called. The window's own clock (synchronised
 on CUDA) gives the step; what the operators leave uncovered is host time: Python, the loop's bookkeeping, launches.
-On CUDA the categories are the host's view too, and the kernel names that ran are kept, so that the ones that
-prove Tensor Cores ran (and the products that did not use them) can be read off.
+On CUDA the categories are the host's view too (the host waiting for the GPU is a category of its own), and the
+kernel names that ran are kept, each marked as likely Tensor Core work or not by the math type its name spells.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -20,9 +21,10 @@ from torch.profiler import ProfilerActivity, profile, record_function
 from trainer.loop import StepParts
 
 DATA_SPAN = "amp_lab: wait for data"
+GPU_SPAN = "amp_lab: wait for the GPU"
 UNCOVERED = "host time not covered by operators"
 CATEGORIES = ("matrix products", "elementwise and activations", "pooling", "casts and copies", "loss and scaler",
-              "optimizer", "waiting for data", UNCOVERED)
+              "optimizer", "waiting for data", "waiting for the GPU", UNCOVERED)
 # Operators known by their exact name (a fragment would catch others: "aten::t" is in "aten::to").
 _EXACT = {"aten::t": "matrix products", "aten::mm": "matrix products", "aten::to": "casts and copies",
           "aten::mul": "loss and scaler"}
@@ -31,6 +33,8 @@ _EXACT = {"aten::t": "matrix products", "aten::mm": "matrix products", "aten::to
 # optimizer's, since both use foreach kernels.
 _RULES = (
     ("waiting for data", (DATA_SPAN,)),
+    # The host blocked until the GPU caught up: the window's last synchronize, the scaler's inf check (.item()).
+    ("waiting for the GPU", (GPU_SPAN, "Synchronize", "_local_scalar_dense", "aten::item")),
     ("loss and scaler", ("cross_entropy", "nll_loss", "log_softmax", "LogSoftmax", "NllLoss", "_amp_", "MulBackward",
                          "unscale", "GradScaler")),
     ("optimizer", ("Optimizer.", "optimizer", "AccumulateGrad", "zero_grad", "_foreach")),
@@ -41,9 +45,20 @@ _RULES = (
     ("elementwise and activations", ("relu", "Relu", "threshold", "aten::add", "aten::sub", "aten::div", "sigmoid",
                                      "aten::fill", "aten::zero", "empty", "ones_like")),
 )
-# Kernel name fragments of Tensor Core GEMM and convolution kernels (cuBLAS, cuDNN, CUTLASS) across generations.
-TENSOR_CORE_KERNELS = ("s16816", "h16816", "s1688", "h1688", "hmma", "xmma", "wgmma", "sm80_", "sm90_", "tensorop",
-                       "bf16", "f16f16", "tf32")
+# A kernel's name says its math type, not whether Tensor Cores ran it: the same architecture prefix or template
+# (sm80_, sm90_, xmma) names fp32 FFMA kernels too. So a kernel is likely Tensor Core work when its name spells an
+# MMA instruction or tile (hmma, imma, wgmma, tensorop, s16816, h1688, ...) or a Tensor Core input type (tf32, fp16,
+# bf16, f16), and never when it spells CUDA-core arithmetic. Hopper's cuBLASLt kernels are "nvjet_" plus three
+# letters for their types (hsh: fp16 in, fp32 accumulate, fp16 out; t tf32, b bf16, e fp8; sss: strict fp32).
+_CUDA_CORE_KERNEL = re.compile(r"ffma|sgemm|simt")
+_TENSOR_CORE_KERNEL = re.compile(r"hmma|imma|wgmma|tensorop|[hsib](884|1688|16816|161616)|tf32|f16"
+                                 r"|nvjet_(?:sm\d+_)?[a-z]{0,2}[hbte]")
+
+
+def likely_tensor_core(kernel: str) -> bool:
+    """Whether a GPU kernel's name spells Tensor Core math (a likelihood: names are conventions, not guarantees)."""
+    name = kernel.lower()
+    return not _CUDA_CORE_KERNEL.search(name) and bool(_TENSOR_CORE_KERNEL.search(name))
 
 
 def category(name: str) -> str:
@@ -105,7 +120,8 @@ def profile_window(steps: int, run_step: Callable[[], None], device: torch.devic
         start = time.perf_counter()
         for _ in range(steps):
             run_step()
-        _sync(device)
+        with record_function(GPU_SPAN):
+            _sync(device)
         wall = time.perf_counter() - start
     return _grouped(recorded.events(), steps, wall)
 
@@ -131,7 +147,7 @@ def _grouped(events, steps: int, wall_s: float) -> StepProfile:
     return StepProfile(
         steps, wall_s / steps, per_step,
         [{"name": name, "category": category(name), "s": seconds / steps} for name, seconds in heaviest],
-        [{"name": name, "s": seconds / steps, "tensor_cores": any(f in name.lower() for f in TENSOR_CORE_KERNELS)}
+        [{"name": name, "s": seconds / steps, "tensor_cores": likely_tensor_core(name)}
          for name, seconds in sorted(kernels.items(), key=lambda item: item[1], reverse=True)[:20]],
     )
 

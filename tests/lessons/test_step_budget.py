@@ -81,3 +81,20 @@ def test_a_gpu_run_is_also_set_against_its_published_peaks():
     published = place(layer_costs(1, 256, sixteen_bit=False), {"conv": 494.7, "linear": 67.0}, 4800.0)
     assert budget.published_s == pytest.approx(sum(point.bound_s for point in published))
     assert "Roofline at the published peaks" in budget_rows([budget])[0]
+
+
+def test_a_profile_is_set_beside_the_runs_steady_step_and_a_gap_over_a_fifth_is_flagged():
+    from dataclasses import replace
+
+    from lessons.step_budget import profile_beside_steady
+    from trainer.config import RunConfig
+    from trainer.results import RunResult
+
+    run = RunResult(RunConfig(batch_size=100), {}, 1.0, [1.0], 1000.0, {}, [], None)  # a steady step of 100 ms
+    assert profile_beside_steady(run) is None  # not profiled
+    close = replace(run, profile={"step_s": 0.110})
+    assert profile_beside_steady(close) == ("The profiled window's step took 110.0 ms, the run's steady step "
+                                            "100.0 ms (+10%): the profile describes the step the run timed.")
+    far = profile_beside_steady(replace(run, profile={"step_s": 0.125}))
+    assert "(+25%): more than 20% apart, so the profile may not describe the timed steps" in far
+    assert "(-30%): more than 20% apart" in profile_beside_steady(replace(run, profile={"step_s": 0.070}))
