@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory() as state:
         settings = Settings(state_dir=state, max_queued_per_learner=1, device="cpu")
-        manager = JobManager(settings, runner=stand_in_runner, device_type="cpu")
+        manager = JobManager(settings, runner=stand_in_runner, device_type="cpu").start()
         config = RunConfig(precision="fp32", epochs=1, batch_size=64, data="synthetic", subset=256, device="cpu")
         learners = [f"learner-{n}" for n in range(args.learners)]
         for learner in learners:

@@ -117,7 +117,12 @@ def simulate(
                                     class_mode=False)
     jobs_for = jobs_for or (lambda index: [tiny_compare(index)])
     log = RunLog(runner)
-    manager = JobManager(settings, runner=log, device_type="cpu", slots=slots, cluster_slots=cluster_slots)
+    manager = JobManager(settings, runner=log, device_type="cpu",
+                         slots=slots if slots is not None else cluster_slots()).start()
+    if slots is None:
+        from server.ray_runner import follow_cluster  # Ray is imported only on this path
+
+        follow_cluster(manager, cluster_slots)
     slots = manager.slots
     if isinstance(runner, PrestartedRunner):
         for slot in slots:

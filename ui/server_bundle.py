@@ -48,7 +48,7 @@ def _settings_for(environment: Environment) -> Settings:
 @st.cache_resource(show_spinner=False, on_release=lambda manager: manager.shutdown())
 def _job_manager_for(environment: Environment) -> JobManager:
     settings = _settings_for(environment)
-    return JobManager(settings, HistoryStore(settings.history_path), offer=lambda: _offer_for(environment))
+    return JobManager(settings, HistoryStore(settings.history_path), offer=lambda: _offer_for(environment)).start()
 
 
 @dataclass(frozen=True)
