@@ -144,7 +144,7 @@ def ask_for_a_name(me) -> None:
 
 def class_message() -> None:
     """The instructor's message to the class, above the page, while it is set."""
-    message = server_bundle.class_messages().get()
+    message = server_bundle.console().message()
     if message is not None:
         st.info(f"**From the instructor:** {message.text}", icon="📣")
 
