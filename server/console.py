@@ -1,7 +1,8 @@
 """What the instructor sets in the console for the whole class, kept in the server's history file so that a restart
 keeps it: the message above every page, the presets every Run page starts from, the kinds of job learners may
-queue, and when the class began (the kinds' per-learner caps count from then). One row per setting, its value as
-JSON; None where the console has set none (the settings file's apply)."""
+queue, and when the class began (the kinds' per-learner caps count from then, whatever the console saves, until
+it starts a new class). One row per setting, its value as JSON; None where the console has set none (the settings
+file's apply)."""
 
 from __future__ import annotations
 
@@ -41,8 +42,10 @@ class ClassMessage:
 class ConsoleStore:
     """The console's settings for the class; each method opens its own connection, as the history's do."""
 
-    def __init__(self, history: HistoryStore):
+    def __init__(self, history: HistoryStore, started_at: float | None = None):
+        """`started_at`: when this server started (default now), the class's start until the console saves one."""
         self._history = history
+        self._started_at = time.time() if started_at is None else started_at
         with history.connect() as db:
             db.execute("BEGIN IMMEDIATE")  # one opener at a time makes the table and moves the old rows
             db.execute(_SCHEMA)
@@ -84,11 +87,16 @@ class ConsoleStore:
         rules, since = self._read(KINDS, CLASS_START)
         return None if rules is None else KindPolicy(parse_rules(rules), since, "set in the console")
 
+    def class_start(self) -> float:
+        """When the per-learner caps begin counting: the class's start as the console saved it, else this server's
+        start."""
+        (saved,) = self._read(CLASS_START)
+        return self._started_at if saved is None else saved
+
     def set_kinds(self, rules: Mapping[str, KindRule], restart_counts: bool = False) -> KindPolicy:
-        """Save the rules for every learner; with `restart_counts`, each learner's caps count from now on (a new
-        class), else from when they were first set."""
-        current = self.kinds()
-        since = time.time() if restart_counts or current is None else current.since
+        """Save the rules for every learner. Their caps go on counting from the class's start, which saving rules
+        never moves (so a lowered cap restores no allowance); with `restart_counts`, from now on (a new class)."""
+        since = time.time() if restart_counts else self.class_start()
         policy = KindPolicy({**OPEN_MODE, **rules}, since, "set in the console")
         self._set({KINDS: policy.to_dict(), CLASS_START: since})
         return policy

@@ -63,8 +63,10 @@ class _Stores:
 
 @st.cache_resource(show_spinner=False)
 def _stores_for(environment: Environment) -> _Stores:
-    history = _job_manager_for(environment).store
-    return _Stores(LearnerStore(history), ConsoleStore(history), GuessStore(history), InstructorPass(history))
+    manager = _job_manager_for(environment)
+    history = manager.store
+    return _Stores(LearnerStore(history), ConsoleStore(history, manager.started_at), GuessStore(history),
+                   InstructorPass(history))
 
 
 @st.cache_resource(show_spinner=False)
@@ -96,10 +98,10 @@ def _presets_of(environment: Environment) -> dict[str, str]:
 
 
 def _kinds_of(environment: Environment) -> KindPolicy:
-    """The console's policy if the instructor set one, else the settings' mode, its caps counted from the start."""
-    manager = _job_manager_for(environment)
-    from_console = _stores_for(environment).console.kinds()
-    return from_console or KindPolicy.for_mode(_settings_for(environment).class_mode, manager.started_at)
+    """The console's policy if the instructor set one, else the settings' mode; the caps count from the class's
+    start either way."""
+    console = _stores_for(environment).console
+    return console.kinds() or KindPolicy.for_mode(_settings_for(environment).class_mode, console.class_start())
 
 
 def _offer_for(environment: Environment) -> Offer:

@@ -4,12 +4,14 @@ table."""
 
 import json
 import sqlite3
+import time
 
 import pytest
 
 from server.console import KINDS, MAX_MESSAGE_CHARS, MESSAGE, ConsoleStore
 from server.history import HistoryStore
-from server.kinds import KindRule
+from server.kinds import CLASS_MODE, KindPolicy, KindRule
+from tests.server.test_history import make_job
 from trainer.errors import ConfigError
 
 
@@ -42,6 +44,29 @@ def test_the_consoles_policy_is_kept_and_its_caps_count_from_a_new_class(store):
     assert store.set_kinds({}, restart_counts=True).since > first.since
     store.clear(KINDS)
     assert store.kinds() is None
+
+
+def test_lowering_a_cap_never_restores_an_allowance(tmp_path):
+    """Issue 33: with no console policy yet the caps count from the server's start, and the console's first save
+    restarted every learner's counts; a learner who had had their comparisons could then run another."""
+    history = HistoryStore(tmp_path / "history.sqlite3")
+    started = time.time() - 60
+    store = ConsoleStore(history, started_at=started)
+    for n in range(2):
+        history.save_job(make_job(f"{n}" * 32, learner_id="ada", created_at=started + 1 + n))
+
+    def refusal(policy):
+        return policy.refusal("comparison", history.count_jobs("ada", "comparison", policy.since))
+
+    used_up = "this class allows 2 of its comparisons per learner, and you have had 2"
+    assert refusal(KindPolicy.for_mode(True, store.class_start())) == used_up
+    lowered = store.set_kinds({**CLASS_MODE, "comparison": KindRule(True, 1)})
+    assert refusal(lowered) == "this class allows one of its comparisons per learner, and you have had 2"
+    assert refusal(store.set_kinds(CLASS_MODE)) == used_up  # raised back: still had
+    assert ConsoleStore(history).kinds().since == started  # a restarted server counts from the class's start too
+    store.clear(KINDS)
+    assert refusal(KindPolicy.for_mode(True, store.class_start())) == used_up  # back to the settings' mode: the same
+    assert refusal(store.set_kinds(CLASS_MODE, restart_counts=True)) is None  # a new class: counts start again
 
 
 # A history file as the server wrote it while each setting had a one-row table of its own.
