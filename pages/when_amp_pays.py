@@ -37,16 +37,8 @@ def sweep_label(job) -> str:
     return f"{when(job.created_at)} · {job.label or 'sweep'} · {job.status}{mine}"
 
 
-@st.fragment(run_every=jobs.FOLLOW_REFRESH_S)
-def follow_sweep(job_id: str) -> None:
-    """A sweep that is still queued or running, drawn again every few seconds as its runs come in; the whole page
-    once it ends."""
-    job = jobs.still_going(job_id)
-    if job is not None:
-        show_sweep(job)
-
-
 def show_sweep(job) -> None:
+    """A sweep's verdict, figures and largest batches, as far as its runs have come."""
     rows = [row.to_dict() for row in summarize_sweep(job.outcomes)]
     if job.status in ("failed", "cancelled"):
         st.warning(f"This sweep {job.status}: {job.error}")
@@ -292,10 +284,7 @@ else:
                           key="sweep_shown", help="This session's sweeps first, then every sweep on this server.")
     shown_job = by_id[chosen]
     if predict_on_sweep(shown_job):
-        if shown_job.finished:
-            show_sweep(shown_job)
-        else:
-            follow_sweep(shown_job.id)
+        jobs.follow(shown_job.id, show_sweep)  # a running sweep's points as they come in
 if reference:
     with st.expander(f"Reference sweep recorded on {this_machine_class()}, like this server (not your runs)",
                      expanded=not sweeps):
