@@ -203,11 +203,7 @@ try:
 except TrainerError as err:
     st.error(str(err))
     breakdown_spec = None
-running = jobs.remembered(BREAKDOWN_KEY)
-if running is not None and not running.finished:
-    jobs.follow(running.id)
-elif breakdown_spec and jobs.queue_button("Measure where the time goes", breakdown_spec, BREAKDOWN_KEY):
-    st.rerun()
+jobs.queue_or_follow(BREAKDOWN_KEY, "Measure where the time goes", breakdown_spec)
 finished = breakdown_jobs()
 if finished:
     latest = finished[0]
@@ -249,11 +245,7 @@ if offer.device_type == "cuda":
 else:
     st.caption("The search for the largest batch that fits applies to GPUs, where device memory is the limit; "
                "this server trains on the CPU, so the sweep skips it.")
-current = jobs.remembered(SWEEP_KEY)
-if current is not None and not current.finished:
-    jobs.follow(current.id)
-elif sweep_spec and jobs.queue_button("Queue the sweep", sweep_spec, SWEEP_KEY, primary=True):
-    st.rerun()
+jobs.queue_or_follow(SWEEP_KEY, "Queue the sweep", sweep_spec, primary=True)
 
 st.subheader("3. Sweep results")
 sweeps = jobs.mine_then_class(kind="sweep")

@@ -126,14 +126,27 @@ def submit(spec: JobSpec, remember_as: str | None = None) -> str | None:
     return job_id
 
 
-def remembered(key: str) -> JobView | None:
-    """The job whose id the page kept under `key`, as it stands now (None if none, or unknown to the server)."""
+def queue_or_follow(key: str, label: str, spec: JobSpec | None, *, failed: str | None = None,
+                    before: Callable[[], None] | None = None, draw: Callable[[JobView], None] | None = None,
+                    keep_button: bool = False, primary: bool = False) -> None:
+    """The job this page queued (its id kept under `key`), followed with `draw` while it waits or runs; else, once
+    it has ended, why it did not finish (`failed`, then its error), and the button `label` that queues `spec` (none
+    while there is no spec), `before` drawn above it. With `keep_button` the button stays while the job waits or
+    runs, above it (another may be queued, within the class's caps)."""
     job_id = st.session_state.get(key)
-    return server_bundle.job_manager().get(job_id) if job_id else None
-
-
-def forget(key: str) -> None:
-    st.session_state.pop(key, None)
+    job = server_bundle.job_manager().get(job_id) if job_id else None
+    following = job is not None and not job.finished
+    if job is not None and not following:
+        if failed and job.status != "done":
+            st.error(f"{failed}: {job.error}")
+        del st.session_state[key]
+    if spec is not None and (keep_button or not following):
+        if before is not None:
+            before()
+        if queue_button(label, spec, key, primary=primary):
+            st.rerun()  # the page again, following the new job (and the sidebar, drawn before it, listing it)
+    if following:
+        follow(job.id, draw)
 
 
 def is_mine(job: JobView) -> bool:
