@@ -36,7 +36,7 @@ def run_comparison(device: str, amp: str, subset: int, epochs: int, deadline: fl
     from trainer.config import RunConfig
 
     settings = Settings.from_env()
-    manager = JobManager(settings)
+    manager = JobManager(settings).start()
     try:
         common = {"data": "synthetic", "epochs": epochs, "subset": subset, "test_subset": min(subset, 1000),
                   "batch_size": batch_size, "device": device, "loader": "resident", "num_workers": 0}

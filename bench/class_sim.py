@@ -1,6 +1,7 @@
 """A simulated class: N learners each submit one tiny comparison through the real job manager, at once.
 
     python -m bench.class_sim --learners N --backend local|ray [--workers K] [--fake-gpus G] [--nodes N] [--json PATH]
+    python -m bench.class_sim --learners 200 --pages 20 [--json PATH]
 
 Every run is a real training run in its own process (synthetic data, a few seconds each); only the learners are
 simulated. Prints and writes one JSON object: learners, submitted, finished, failed, lost (submitted but never
@@ -15,6 +16,12 @@ unless `--workers K` asks for more (timings then share the cores). `--backend ra
 `--fake-gpus G` GPU resources (runs still on the CPU), or with `--nodes N` a local cluster of N separate Ray nodes
 (each with G fake GPUs, default 1), or joins the cluster at `--ray-address`, and gives each run to Ray as a task;
 as in the app, the workers follow the cluster's GPUs unless `--workers K` fixes them.
+
+`--pages S` measures what the class's open pages cost the server instead: no run trains (a stand-in runner reports
+progress and a loss point four times a second for 3 s, as a real run does), one job runs at a time, and for S
+seconds each learner's page ticks once a second as a page that follows its job does (its active jobs from the
+manager's memory, and the queue's length). It prints and writes the ticks' wall times (median, p99, max), with the
+load average at the end and the cores: other work on the machine lengthens the tail. Nothing goes over the network.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import statistics
 import sys
 import tempfile
 import threading
@@ -35,9 +44,13 @@ from server.jobs import JobManager
 from server.records import FINISHED_STATUSES, JobSpec
 from server.settings import Settings
 from trainer.config import RunConfig
-from trainer.isolated import PrestartedRunner, run_isolated
+from trainer.isolated import PrestartedRunner, RunOutcome, run_isolated
+from trainer.progress import Progress
 
 POLL_S = 0.05
+TICK_S = 1.0  # a page's refresh while its job runs (a waiting job's page ticks less often)
+PROGRESS_PER_S = 4
+STAND_IN_RUN_S = 3.0
 
 
 class RunLog:
@@ -117,35 +130,19 @@ def simulate(
                                     class_mode=False)
     jobs_for = jobs_for or (lambda index: [tiny_compare(index)])
     log = RunLog(runner)
-    manager = JobManager(settings, runner=log, device_type="cpu", slots=slots, cluster_slots=cluster_slots)
+    manager = JobManager(settings, runner=log, device_type="cpu",
+                         slots=slots if slots is not None else cluster_slots()).start()
+    if slots is None:
+        from server.ray_runner import follow_cluster  # Ray is imported only on this path
+
+        follow_cluster(manager, cluster_slots)
     slots = manager.slots
     if isinstance(runner, PrestartedRunner):
         for slot in slots:
             runner.prestart(slot.env)
     time.sleep(warm_s)
-    ids: list[str] = []
-    refused: list[str] = []
-    lock = threading.Lock()
-    barrier = threading.Barrier(learners)
     started = time.time()
-
-    def learner(index: int) -> None:
-        barrier.wait()
-        for spec in jobs_for(index):
-            try:
-                job_id = manager.submit(f"learner-{index}", spec)
-            except Exception as err:  # a refused submit is a result of the simulation, not a crash of it
-                with lock:
-                    refused.append(str(err))
-                continue
-            with lock:
-                ids.append(job_id)
-
-    threads = [threading.Thread(target=learner, args=(n,)) for n in range(learners)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    ids, refused = submit_at_once(manager, learners, jobs_for)
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline and not all(manager.get(i).finished for i in ids):
         time.sleep(POLL_S)
@@ -178,6 +175,85 @@ def simulate(
     }
 
 
+def submit_at_once(manager: JobManager, learners: int, jobs_for: Callable[[int], list[JobSpec]]):
+    """Each learner submits its jobs from a thread of its own, all at once: (the jobs' ids, why any were refused)."""
+    ids: list[str] = []
+    refused: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(learners)
+
+    def learner(index: int) -> None:
+        barrier.wait()
+        for spec in jobs_for(index):
+            try:
+                job_id = manager.submit(f"learner-{index}", spec)
+            except Exception as err:  # a refused submit is a result of the simulation, not a crash of it
+                with lock:
+                    refused.append(str(err))
+                continue
+            with lock:
+                ids.append(job_id)
+
+    threads = [threading.Thread(target=learner, args=(n,)) for n in range(learners)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return ids, refused
+
+
+def stand_in_runner(config, on_progress=None, should_cancel=None, on_spawn=None, env=None):
+    """Trains nothing; reports progress and a loss point PROGRESS_PER_S times a second for STAND_IN_RUN_S."""
+    steps = int(STAND_IN_RUN_S * PROGRESS_PER_S)
+    for step in range(1, steps + 1):
+        if should_cancel is not None and should_cancel():
+            return RunOutcome(config, "cancelled", error="cancelled", error_kind="CancelledError")
+        on_progress(Progress("training", 1, 1, step, steps, step, steps, loss=2.3 - step / steps, images_per_s=900.0))
+        time.sleep(1 / PROGRESS_PER_S)
+    return RunOutcome(config, "failed", error="a stand-in run has no result", error_kind="crashed")
+
+
+def open_pages(learners: int, seconds: float, state_dir: str) -> dict:
+    """Each learner submits a tiny comparison (stand-in runs) and keeps its page open for `seconds`, ticking every
+    TICK_S; the ticks' wall times."""
+    settings = Settings(state_dir=state_dir, data_root=state_dir, device="cpu", max_queued_per_learner=1,
+                        class_mode=False)
+    manager = JobManager(settings, runner=stand_in_runner, device_type="cpu").start()
+    submit_at_once(manager, learners, lambda index: [tiny_compare(index)])
+    times: list[float] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + seconds
+
+    def page(learner: str) -> None:
+        time.sleep(random.uniform(0, TICK_S))  # pages were opened at different moments
+        while time.monotonic() < deadline:
+            tick_started = time.perf_counter()
+            manager.active_jobs_for(learner)
+            manager.queue_length()
+            spent = time.perf_counter() - tick_started
+            with lock:
+                times.append(spent)
+            time.sleep(max(0.0, TICK_S - spent))
+
+    pages = [threading.Thread(target=page, args=(f"learner-{n}",), daemon=True) for n in range(learners)]
+    for thread in pages:
+        thread.start()
+    for thread in pages:
+        thread.join(seconds + 10)
+    manager.shutdown(wait=True, timeout=10)
+    times_ms = sorted(1000 * t for t in times)
+    return {
+        "learners": learners,
+        "seconds": seconds,
+        "ticks": len(times_ms),
+        "tick_median_ms": round(statistics.median(times_ms), 3),
+        "tick_p99_ms": round(times_ms[int(0.99 * (len(times_ms) - 1))], 3),
+        "tick_max_ms": round(times_ms[-1], 3),
+        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
+        "cores": os.cpu_count(),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--learners", type=int, default=6, help="simulated learners, one comparison each")
@@ -194,12 +270,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-s", type=float, default=20.0,
                         help="local: seconds the server is up before the learners submit (the processes import)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for every job to end")
+    parser.add_argument("--pages", type=float, default=None, metavar="S",
+                        help="instead: each learner's page ticks for S seconds, stand-in runs (local, 1..300)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this file")
     args = parser.parse_args(argv)
     if args.learners < 1:
         parser.error("--learners must be at least 1")
     if args.nodes is not None and (args.nodes < 1 or args.backend != "ray" or args.ray_address):
         parser.error("--nodes needs --backend ray without --ray-address, and at least 1")
+    if args.pages is not None:
+        if args.backend != "local" or not 1 <= args.pages <= 300 or args.learners > 2000:
+            parser.error("--pages needs --backend local, 1 to 300 seconds and at most 2000 learners")
+        with tempfile.TemporaryDirectory(prefix="amp-lab-class-sim-") as state_dir:
+            return _report(open_pages(args.learners, args.pages, state_dir), args.json, ok=True)
 
     cleanups: list[Callable[[], None]] = []
     try:
@@ -212,11 +295,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for cleanup in reversed(cleanups):
             cleanup()
+    return _report(figures, args.json, figures["finished"] == figures["submitted"] == figures["learners"]
+                   and not figures["duplicated"])
+
+
+def _report(figures: dict, path: Path | None, ok: bool) -> int:
+    """Print the figures as JSON, and write them to `path` too; the exit status."""
     text = json.dumps(figures, indent=2)
     print(text)
-    if args.json is not None:
-        args.json.write_text(text + "\n")
-    return 0 if figures["finished"] == figures["submitted"] == figures["learners"] and not figures["duplicated"] else 1
+    if path is not None:
+        path.write_text(text + "\n")
+    return 0 if ok else 1
 
 
 def _backend(args: argparse.Namespace, cleanups: list[Callable[[], None]]):

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="amp-lab-sweep-estimate-") as state_dir:
         settings = Settings(state_dir=state_dir, data_root=state_dir, device=args.device, class_mode=False)
-        manager = JobManager(settings, device_type=args.device)
+        manager = JobManager(settings, device_type=args.device).start()
         sweep = Offer.for_device(settings, args.device).sweep(args.amp, args.batch_sizes, steps_per_run=args.steps)
         load_before = os.getloadavg()[0]
         names = ("fresh server (coarse table)", "second sweep (from this server's history)")[:args.rounds]

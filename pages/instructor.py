@@ -4,6 +4,7 @@ import time
 
 import streamlit as st
 
+from server.console import KINDS, MESSAGE, PRESETS
 from server.instructor import capacity_at, comparisons_per_hour, latest_comparisons
 from server.kinds import PAGE_KINDS, KindRule
 from server.planner import plan_session
@@ -26,7 +27,7 @@ settings = server_bundle.settings()
 st.title("Instructor console")
 
 st.subheader("A message to the class")
-current_message = server_bundle.class_messages().get()
+current_message = server_bundle.console().message()
 with st.form("class-message"):
     text = st.text_input("Shown above every learner's page until you clear it", max_chars=300,
                          value=current_message.text if current_message else "",
@@ -34,13 +35,13 @@ with st.form("class-message"):
     show, clear = st.columns(2)
     if show.form_submit_button("Show to the class", type="primary"):
         try:
-            server_bundle.class_messages().set(text)
+            server_bundle.console().set_message(text)
         except ConfigError as err:
             st.error(str(err))
         else:
             st.rerun()
     if clear.form_submit_button("Clear the message"):
-        server_bundle.class_messages().clear()
+        server_bundle.console().clear(MESSAGE)
         st.rerun()
 
 st.subheader("The queue")
@@ -166,12 +167,12 @@ if plan is not None:
         st.markdown(sentence)
     st.code(plan.presets, language=None)
     if st.button("Apply as presets for every learner", disabled=not plan.fits):
-        server_bundle.preset_store().set(plan.presets)
+        server_bundle.console().set_presets(plan.presets)
         st.rerun()
 
 st.subheader("Presets")
 current = offer.presets
-from_console = server_bundle.preset_store().get() is not None
+from_console = server_bundle.console().presets() is not None
 st.markdown(
     "Where every learner's Run page starts, written like a link's query (`epochs=1&batch_size=128&subset=2048`; "
     "also `data`, `loader`, `precision`, `width`, `channels_last`). A link with its own values still wins. "
@@ -184,13 +185,13 @@ with st.form("presets"):
     save, clear = st.columns(2)
     if save.form_submit_button("Save for every learner", type="primary"):
         try:
-            server_bundle.preset_store().set(text)
+            server_bundle.console().set_presets(text)
         except ConfigError as err:
             st.error(str(err))
         else:
             st.rerun()
     if clear.form_submit_button("Back to the settings' presets"):
-        server_bundle.preset_store().clear()
+        server_bundle.console().clear(PRESETS)
         st.rerun()
 
 st.subheader("Kinds of job")
@@ -215,13 +216,13 @@ with st.form("kinds"):
         rules[purpose] = KindRule(enabled, per_learner or None)
     save, fresh, back = st.columns(3)
     if save.form_submit_button("Save for the class", type="primary"):
-        server_bundle.kind_store().set(rules)
+        server_bundle.console().set_kinds(rules)
         st.rerun()
     if fresh.form_submit_button("Save, and count caps from now (a new class)"):
-        server_bundle.kind_store().set(rules, restart_counts=True)
+        server_bundle.console().set_kinds(rules, restart_counts=True)
         st.rerun()
     if back.form_submit_button("Back to the settings' mode"):
-        server_bundle.kind_store().clear()
+        server_bundle.console().clear(KINDS)
         st.rerun()
 
 st.subheader("This server's limits")

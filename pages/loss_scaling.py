@@ -57,6 +57,22 @@ def scaler_name(config) -> str:
     return f"start {config.loss_scale_init:,.0f}, grows after {config.loss_scale_growth_interval}"
 
 
+def tiny_run_note() -> None:
+    """Above the tiny run's button: its wait on a CPU."""
+    if on_cpu:
+        st.caption("fp16 on this CPU is tens of times slower than fp32, so the tiny run uses 1,024 synthetic images "
+                   "at batch 32: expect a minute or two.")
+
+
+def before_the_ablation() -> None:
+    """Above the ablation's button: the guess to lock first (until an ablation has run), and the wait on a CPU."""
+    if not ablations:
+        predict_then_check("search-skips", search_question, low=0, high=16, default=2, step=1, fmt="%d",
+                           answer=None, pending="Run the ablation to check.")
+    if on_cpu:
+        st.caption("fp16 on this CPU is tens of times slower than fp32: the 256 images take tens of seconds.")
+
+
 st.title("The scaler at work")
 amp_step_picture("loss_scaling")
 st.markdown(
@@ -72,6 +88,7 @@ the gradients fit; out of thousands, they cost almost nothing.
 
 st.subheader("GradScaler in a real amp-fp16 run")
 runs = amp_fp16_runs()
+on_cpu = server_bundle.job_manager().device_type == "cpu"
 if runs:
     labels = [label for label, _ in runs]
     chosen = st.selectbox("Run", labels, help="amp-fp16 runs from this session and the server's history.")
@@ -94,18 +111,8 @@ if runs:
         )
 else:
     st.info("No finished amp-fp16 run with a loss-scale history on this server yet.")
-    tiny = jobs.remembered(TINY_RUN_KEY)
-    if tiny is not None and not tiny.finished:
-        jobs.follow(tiny.id)
-    else:
-        if tiny is not None and tiny.status != "done":
-            st.error(f"The tiny run did not finish: {tiny.error}")
-        jobs.forget(TINY_RUN_KEY)  # offer the button (again)
-        if server_bundle.job_manager().device_type == "cpu":
-            st.caption("fp16 on this CPU is tens of times slower than fp32, so the tiny run uses 1,024 synthetic "
-                       "images at batch 32: expect a minute or two.")
-        if jobs.queue_button("Run a tiny amp-fp16 run", server_bundle.offer().tiny_fp16_run(), TINY_RUN_KEY):
-            st.rerun()
+    jobs.queue_or_follow(TINY_RUN_KEY, "Run a tiny amp-fp16 run", server_bundle.offer().tiny_fp16_run(),
+                         failed="The tiny run did not finish", before=tiny_run_note)
 
 st.subheader("An ablation: make the scaler work")
 largest, source = read_lab_model(largest_gradients, "gradients")
@@ -133,20 +140,9 @@ after only **{ABLATION_GROWTH_INTERVAL}** good steps: a real run of 32 steps of 
 )
 ablations = [(label, r) for label, r in runs if not r.config.default_scaler]
 defaults = [(label, r) for label, r in runs if r.config.default_scaler]
-ablation_job = jobs.remembered(ABLATION_KEY)
-if ablation_job is not None and not ablation_job.finished:
-    jobs.follow(ablation_job.id)
-else:
-    if ablation_job is not None and ablation_job.status != "done":
-        st.error(f"The ablation did not finish: {ablation_job.error}")
-    jobs.forget(ABLATION_KEY)
-    if not ablations:
-        predict_then_check("search-skips", search_question, low=0, high=16, default=2, step=1, fmt="%d",
-                           answer=None, pending="Run the ablation to check.")
-    if server_bundle.job_manager().device_type == "cpu":
-        st.caption("fp16 on this CPU is tens of times slower than fp32: the 256 images take tens of seconds.")
-    if jobs.queue_button("Run the scaler ablation", server_bundle.offer().scaler_ablation(), ABLATION_KEY):
-        st.rerun()
+
+jobs.queue_or_follow(ABLATION_KEY, "Run the scaler ablation", server_bundle.offer().scaler_ablation(),
+                     failed="The ablation did not finish", before=before_the_ablation)
 if ablations:
     label, ablation = ablations[0]
     shown = {f"ablation: {scaler_name(ablation.config)}": (ablation.loss_scale_history, ablation.skipped_step_numbers)}

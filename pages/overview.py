@@ -58,11 +58,9 @@ if predict_then_check(
     "checks the same guess against your own comparison.",
 ) and demo_reference is not None:
     st.caption(f"Measured in a reference run, not yours: {demo_reference.label}. {demo_reference.note}")
-if jobs.queue_button("Run the quick demo", demo, DEMO_KEY, primary=True):
-    st.rerun()  # so that the sidebar, drawn before this page, shows the new job
-queued = jobs.remembered(DEMO_KEY)
-if queued is not None and not queued.finished:
-    st.success("Your quick demo is queued. Read on: the sidebar follows it, and the Run page shows it live.")
+jobs.queue_or_follow(DEMO_KEY, "Run the quick demo", demo, keep_button=True, primary=True,
+                     draw=lambda job: st.success("Your quick demo is queued. Read on: the sidebar follows it, and the "
+                                                 "Run page shows it live."))
 
 st.subheader("The core path, and the deep dives")
 st.markdown(

@@ -8,10 +8,8 @@ from ui import form_state, identity, jobs, server_bundle
 from ui.experiment import DATA_NAMES, LOADER_NAMES, tf32_note
 from ui.predict import locked_at, predict_then_check
 from ui.reference import local_references, reference_panel, this_machine_class
-from ui.widgets import about, job_panel
+from ui.widgets import about
 
-RUNNING_REFRESH_S = 1.0
-QUEUED_REFRESH_S = 5.0
 MEMORY_PAGE = "pages/memory.py"
 
 settings = server_bundle.settings()
@@ -164,25 +162,10 @@ st.markdown(
 jobs.queue_button("Run the lab's comparison", lab_spec)
 
 st.subheader("Your job")
-mine = jobs.my_jobs()  # with the history: once per page run (after a submit), not on every tick
-statuses = {job.id: job.status for job in mine if not job.finished}
-# A running job's progress changes every second; a waiting job's place in the queue far more slowly.
-refresh_s = RUNNING_REFRESH_S if "running" in statuses.values() else QUEUED_REFRESH_S
-
-
-@st.fragment(run_every=refresh_s if statuses else None)
-def live_jobs() -> None:
-    """Redrawn while a job of this learner waits or runs, from the job manager's memory only."""
-    active = jobs.active_jobs() if statuses else []
-    if {job.id: job.status for job in active} != statuses:
-        st.rerun()  # a job started or ended: redraw the page once (and change or stop the refresh)
-    if not mine:
-        st.caption("Nothing yet: choose the settings above and press Run.")
-    # What waits or runs, then what ended in the last minutes (a cancel's reason stays in view), else the latest.
-    shown = {job.id: job for job in [*active, *jobs.recently_ended(mine)]} or {job.id: job for job in mine[-1:]}
-    for job in shown.values():
-        with st.container(border=True):
-            job_panel(job, learner_id, manager)
-
-
-live_jobs()
+mine = jobs.my_jobs()
+if not mine:
+    st.caption("Nothing yet: choose the settings above and press Run.")
+# What waits or runs, then what ended in the last minutes (a cancel's reason stays in view), else the latest.
+for job in [job for job in mine if not job.finished] + jobs.recently_ended(mine) or mine[-1:]:
+    with st.container(border=True):
+        jobs.follow(job.id, jobs.job_panel)

@@ -18,23 +18,11 @@ from ui.learn_charts import update_share_chart
 from ui.widgets import amp_step_picture, when
 
 KEYS = {"no-scaler": "safeguards_no_scaler_job", "no-master-weights": "safeguards_no_master_job"}
+FAILED = "The runs did not finish"
 
 
 def shrink_name(exponent: int) -> str:
     return "none: the lab's own loss" if exponent == 0 else f"2^-{exponent}: gradients {2**exponent:,} times smaller"
-
-
-def queue_or_follow(safeguard: str, spec, button: str) -> None:
-    """The job this page queued for `safeguard` while it waits or runs; else the button that queues one."""
-    job = jobs.remembered(KEYS[safeguard])
-    if job is not None and not job.finished:
-        jobs.follow(job.id)
-        return
-    if job is not None and job.status != "done":
-        st.error(f"The runs did not finish: {job.error}")
-    jobs.forget(KEYS[safeguard])
-    if jobs.queue_button(button, spec, KEYS[safeguard]):
-        st.rerun()
 
 
 def share(value: float | None, digits: int) -> str:
@@ -100,7 +88,8 @@ with the scaler shows how many; what the run without it loses beyond that is und
 )
 shrink = st.select_slider("Loss times", options=list(SAFEGUARD_SHRINKS), value=SAFEGUARD_DEFAULT_SHRINK,
                           format_func=shrink_name)
-queue_or_follow("no-scaler", offer.safeguard_demo("no-scaler", shrink), "Run amp-fp16 with and without its scaler")
+jobs.queue_or_follow(KEYS["no-scaler"], "Run amp-fp16 with and without its scaler",
+                     offer.safeguard_demo("no-scaler", shrink), failed=FAILED)
 show_pair(jobs.latest_done_with("amp-fp16-unscaled"), ("Zero gradients with the scaler", 1),
           ("Zero gradients without it", 1), loss_line=True)
 
@@ -116,7 +105,7 @@ rounds away, and with the lab's learning rate of 0.01 a gradient below about {sp
 nothing. AMP adds the same update to the fp32 master weight, where it counts. No loss is shrunk here.
 """
 )
-queue_or_follow("no-master-weights", offer.safeguard_demo("no-master-weights"),
-                "Run amp-fp16 beside pure fp16")
+jobs.queue_or_follow(KEYS["no-master-weights"], "Run amp-fp16 beside pure fp16",
+                     offer.safeguard_demo("no-master-weights"), failed=FAILED)
 show_pair(jobs.latest_done_with("fp16-true"), ("Updates rounded away with fp32 master weights", 3),
           ("Updates rounded away in pure fp16", 1))

@@ -37,16 +37,8 @@ def sweep_label(job) -> str:
     return f"{when(job.created_at)} · {job.label or 'sweep'} · {job.status}{mine}"
 
 
-@st.fragment(run_every=jobs.FOLLOW_REFRESH_S)
-def follow_sweep(job_id: str) -> None:
-    """A sweep that is still queued or running, drawn again every few seconds as its runs come in; the whole page
-    once it ends."""
-    job = jobs.still_going(job_id)
-    if job is not None:
-        show_sweep(job)
-
-
 def show_sweep(job) -> None:
+    """A sweep's verdict, figures and largest batches, as far as its runs have come."""
     rows = [row.to_dict() for row in summarize_sweep(job.outcomes)]
     if job.status in ("failed", "cancelled"):
         st.warning(f"This sweep {job.status}: {job.error}")
@@ -211,11 +203,7 @@ try:
 except TrainerError as err:
     st.error(str(err))
     breakdown_spec = None
-running = jobs.remembered(BREAKDOWN_KEY)
-if running is not None and not running.finished:
-    jobs.follow(running.id)
-elif breakdown_spec and jobs.queue_button("Measure where the time goes", breakdown_spec, BREAKDOWN_KEY):
-    st.rerun()
+jobs.queue_or_follow(BREAKDOWN_KEY, "Measure where the time goes", breakdown_spec)
 finished = breakdown_jobs()
 if finished:
     latest = finished[0]
@@ -257,11 +245,7 @@ if offer.device_type == "cuda":
 else:
     st.caption("The search for the largest batch that fits applies to GPUs, where device memory is the limit; "
                "this server trains on the CPU, so the sweep skips it.")
-current = jobs.remembered(SWEEP_KEY)
-if current is not None and not current.finished:
-    jobs.follow(current.id)
-elif sweep_spec and jobs.queue_button("Queue the sweep", sweep_spec, SWEEP_KEY, primary=True):
-    st.rerun()
+jobs.queue_or_follow(SWEEP_KEY, "Queue the sweep", sweep_spec, primary=True)
 
 st.subheader("3. Sweep results")
 sweeps = jobs.mine_then_class(kind="sweep")
@@ -292,10 +276,7 @@ else:
                           key="sweep_shown", help="This session's sweeps first, then every sweep on this server.")
     shown_job = by_id[chosen]
     if predict_on_sweep(shown_job):
-        if shown_job.finished:
-            show_sweep(shown_job)
-        else:
-            follow_sweep(shown_job.id)
+        jobs.follow(shown_job.id, show_sweep)  # a running sweep's points as they come in
 if reference:
     with st.expander(f"Reference sweep recorded on {this_machine_class()}, like this server (not your runs)",
                      expanded=not sweeps):

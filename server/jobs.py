@@ -1,6 +1,7 @@
 """The shared server's job queue: one worker thread per GPU (one on a CPU server) takes learners' jobs, round robin
-by learner (everyone's first job before anyone's second). On a Ray cluster the workers follow the cluster: re-read every RESIZE_EVERY_S, they grow as nodes join, and shrink
-as they leave (a surplus worker finishes its job first).
+by learner (everyone's first job before anyone's second). On a Ray cluster the workers follow the cluster
+(server/ray_runner.follow_cluster sets their slots): they grow as nodes join, and shrink as they leave (a surplus
+worker finishes its job first).
 
 Each run of a job goes through a runner (by default `trainer.isolated.PrestartedRunner`: a fresh subprocess per run,
 started and imported ahead), so a crash, an out-of-memory error or a kill from outside ends only that job.
@@ -43,9 +44,6 @@ RESTART_NOTICE = ("The server restarted while this job was running: it runs agai
                   "queue.")
 MAX_REASON_CHARS = 200  # an instructor's reason for a cancel, as the learner reads it
 INTERRUPTED_TWICE = "interrupted by a second server restart while it ran; submit the job again"
-# How often a manager that follows a cluster asks it how many runs it holds: one small query to the cluster's
-# control store, so a joining node gets its first job within a few seconds.
-RESIZE_EVERY_S = 5.0
 
 
 @dataclass
@@ -93,9 +91,10 @@ class _Job:
 class JobManager:
     """One FIFO queue and one worker thread per slot (a GPU, or the CPU); every change goes to the history.
 
-    `slots` fixes the workers; `cluster_slots` (a Ray cluster's, by default with `ray_address`) is asked for them
-    again every `resize_every_s`, and the workers follow it. `offer` gives the server's offer as it stands (the
-    app's knows the device's modes from its hardware report); every job is admitted through it, once.
+    Built without touching anything: `start()` opens the history, joins the cluster the settings name, takes up the
+    jobs an earlier process left and starts the workers. `slots` fixes the workers; where a cluster's size is
+    followed, server/ray_runner.follow_cluster sets them (`set_slots`). `offer` gives the server's offer as it
+    stands (the app's knows the device's modes from its hardware report); every job is admitted through it, once.
     """
 
     def __init__(
@@ -107,26 +106,17 @@ class JobManager:
         device_type: str | None = None,
         prober: Callable | None = None,
         slots: list[Slot] | None = None,
-        cluster_slots: Callable[[], list[Slot]] | None = None,
-        resize_every_s: float = RESIZE_EVERY_S,
         silent_run_limit_s: float | None = None,
         offer: Callable[[], Offer] | None = None,
     ):
         self.settings = settings
         # A hung run (a stuck driver call, a deadlocked loader) would hold its worker, and its GPU, for good.
         self._silent_run_limit_s = silent_run_limit_s or settings.silent_run_limit_s
-        self.store = store if store is not None else HistoryStore(settings.history_path)
-        if settings.ray_address and runner is None:
-            from server.ray_runner import RayRunner  # only a server set up for a cluster imports Ray
-
-            runner = RayRunner.start(settings.ray_address)
-            device_type = device_type or runner.device_type
-            cluster_slots = cluster_slots or runner.slots
-        self.device_type = device_type or resolve_device_type(settings.device)
-        self.started_at = time.time()  # per-learner caps in the settings' mode count from here
-        self._offer = offer or functools.partial(
-            Offer.for_device, settings, self.device_type, KindPolicy.for_mode(settings.class_mode, self.started_at))
-        self._prestarted = PrestartedRunner() if runner is None else None
+        self.store = store
+        self.device_type = device_type
+        self.started_at: float | None = None  # per-learner caps in the settings' mode count from start()
+        self._offer = offer
+        self._prestarted = PrestartedRunner() if runner is None and not settings.ray_address else None
         self._runner = runner or self._prestarted
         self._prober = prober
         self._cond = threading.Condition(threading.RLock())
@@ -139,21 +129,37 @@ class JobManager:
         self._unsaved: set[str] = set()  # jobs whose last change the history store refused: saved again later
         self._stopping = False
         self._paused = False
-        self.requeued_at_start, self.interrupted_at_start = self._restore_unfinished()
-        follow = cluster_slots if slots is None else None  # given slots fix the workers
-        if slots is None:
-            slots = follow() if follow is not None else server_slots(self.device_type, settings.gpus)
-        self.slots = list(slots)  # replaced, never changed in place, when the cluster changes
+        self.slots = slots  # the workers' slots (None: start() finds them); replaced, never changed in place
         self._workers: dict[str, threading.Thread] = {}  # slot label -> its worker, until the slot goes
+        self.requeued_at_start = self.interrupted_at_start = 0
+
+    def start(self) -> JobManager:
+        """Open the history; on a server set up for a cluster, join it (and, unless `slots` fixed them, have the
+        workers follow its size); take up the jobs an earlier process on this state folder left unfinished, once
+        the workers' slots are known; start one worker per slot. Returns the manager."""
+        if self.store is None:
+            self.store = HistoryStore(self.settings.history_path)
+        cluster = None
+        if self._runner is None:
+            from server.ray_runner import RayRunner, follow_cluster  # only a server set up for a cluster imports Ray
+
+            self._runner = RayRunner.start(self.settings.ray_address)
+            self.device_type = self.device_type or self._runner.device_type
+            cluster = None if self.slots is not None else self._runner.slots
+        self.device_type = self.device_type or resolve_device_type(self.settings.device)
+        if self.slots is None:
+            self.slots = cluster() if cluster else server_slots(self.device_type, self.settings.gpus)
+        self.started_at = time.time()
+        self._offer = self._offer or functools.partial(
+            Offer.for_device, self.settings, self.device_type, KindPolicy.for_mode(self.settings.class_mode,
+                                                                                   self.started_at))
         with self._cond:
+            self.requeued_at_start, self.interrupted_at_start = self._restore_unfinished()
             for slot in self.slots:
                 self._start_worker(slot)
-        self._follower = None
-        if follow is not None:
-            self._follower = threading.Thread(
-                target=self._follow, args=(follow, resize_every_s), name="amp-lab-jobs-capacity", daemon=True
-            )
-            self._follower.start()
+        if cluster is not None:
+            follow_cluster(self, cluster)
+        return self
 
     # ---- what pages call ----------------------------------------------------------------------
 
@@ -277,7 +283,7 @@ class JobManager:
             for job in self._running.values():
                 job.cancel.set()
             self._cond.notify_all()
-            threads = [*self._workers.values(), *([self._follower] if self._follower else [])]
+            threads = list(self._workers.values())
         if isinstance(self._runner, PrestartedRunner):
             self._runner.close()
         if wait:
@@ -293,21 +299,8 @@ class JobManager:
         if self._prestarted is not None:
             self._prestarted.prestart(slot.env)  # the first job on each worker starts training at once too
 
-    def _follow(self, cluster_slots: Callable[[], list[Slot]], every_s: float) -> None:
-        """Ask the cluster for its slots every `every_s` (outside the lock: it is a network call) until shutdown."""
-        while True:
-            with self._cond:
-                if self._cond.wait_for(lambda: self._stopping, timeout=every_s):
-                    return
-            try:
-                slots = cluster_slots()
-            except Exception:  # a cluster that does not answer for a moment keeps the workers it had
-                log.warning("could not read the cluster's size; keeping %d worker(s)", len(self.slots), exc_info=True)
-                continue
-            self._resize(slots)
-
-    def _resize(self, slots: list[Slot]) -> None:
-        """Take the cluster's slots as they are now: a worker for each new one; a worker whose slot has gone leaves
+    def set_slots(self, slots: list[Slot]) -> None:
+        """Take a cluster's slots as they are now: a worker for each new one; a worker whose slot has gone leaves
         when it next looks for work, so a running job is never stopped by a node joining or leaving."""
         with self._cond:
             if self._stopping or slots == self.slots:
@@ -318,6 +311,11 @@ class JobManager:
                 if slot.label not in self._workers:
                     self._start_worker(slot)
             self._cond.notify_all()  # idle surplus workers leave now
+
+    def wait_for_shutdown(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for shutdown(); True once it has come (a follower's sleep between reads)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._stopping, timeout=timeout)
 
     def _slot(self, label: str) -> Slot | None:
         return next((slot for slot in self.slots if slot.label == label), None)

@@ -1,5 +1,5 @@
-"""Which kinds of job a class may queue, and how many of each one learner may: the instructor's policy, kept in the
-server's history file so that it survives restarts.
+"""Which kinds of job a class may queue, and how many of each one learner may: the settings' mode, or the
+instructor's policy from the console (kept by server/console.py).
 
 Class mode (the default) is safe for 30 learners on one worker: the quick demo once, two comparisons, the tiny fp16
 run and the scaler ablation once each per learner, and two pairs without one of AMP's safeguards (one of each);
@@ -10,22 +10,12 @@ their own machine).
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from server.history import HistoryStore
 from server.records import JOB_PURPOSES
 from trainer.errors import ConfigError
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS kind_policy (
-    id INTEGER PRIMARY KEY CHECK (id = 1),  -- one row: the console's policy, which wins over the settings' mode
-    rules TEXT NOT NULL,                     -- {"sweep": {"enabled": false, "per_learner": 1}, ...}
-    since REAL NOT NULL                      -- per-learner caps count the jobs submitted since then
-);
-"""
 MAX_PER_LEARNER = 100
 # The kinds a page offers, as the console lists them ("run" is a script's single run, not a page's).
 PAGE_KINDS = {purpose: name for purpose, name in JOB_PURPOSES.items() if purpose != "run"}
@@ -104,34 +94,3 @@ def parse_rules(data: object) -> dict[str, KindRule]:
             raise ConfigError(f"the rule for {purpose} has the keys enabled and per_learner")
         rules[purpose] = KindRule(rule.get("enabled", True), rule.get("per_learner"))
     return rules
-
-
-class KindStore:
-    """The console's policy in the server's history file; None until the instructor sets one."""
-
-    def __init__(self, history: HistoryStore):
-        self._history = history
-        with history.connect() as db:
-            db.executescript(_SCHEMA)
-
-    def get(self) -> KindPolicy | None:
-        with self._history.connect() as db:
-            row = db.execute("SELECT rules, since FROM kind_policy WHERE id = 1").fetchone()
-        if row is None:
-            return None
-        return KindPolicy(parse_rules(json.loads(row["rules"])), row["since"], "set in the console")
-
-    def set(self, rules: Mapping[str, KindRule], restart_counts: bool = False) -> KindPolicy:
-        """Save the rules for every learner; with `restart_counts`, each learner's caps count from now on (a new
-        class), else from when they were first set."""
-        current = self.get()
-        since = time.time() if restart_counts or current is None else current.since
-        policy = KindPolicy({**OPEN_MODE, **rules}, since, "set in the console")
-        with self._history.connect() as db:
-            db.execute("INSERT INTO kind_policy (id, rules, since) VALUES (1, ?, ?) ON CONFLICT (id) DO UPDATE SET "
-                       "rules = excluded.rules, since = excluded.since", (json.dumps(policy.to_dict()), since))
-        return policy
-
-    def clear(self) -> None:
-        with self._history.connect() as db:
-            db.execute("DELETE FROM kind_policy")

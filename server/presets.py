@@ -1,24 +1,16 @@
 """The lab's presets: the settings every learner's Run page starts from, written as a link's query string
-(`epochs=1&batch_size=128&subset=2048`), set in the instructor's settings or from the console."""
+(`epochs=1&batch_size=128&subset=2048`), set in the instructor's settings or from the console (server/console.py)."""
 
 from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode
 
-from server.history import HistoryStore
 from trainer.errors import ConfigError
 
 # The Run page's settings a preset may fix (the same names a link's ?epochs=... uses).
 PRESET_PARAMS = ("epochs", "batch_size", "subset", "data", "loader", "precision", "width", "channels_last")
 RENAMED_PARAMS = {"amp": "precision"}  # an earlier version's name -> today's; still read
 MAX_PRESET_CHARS = 500
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS presets (
-    id INTEGER PRIMARY KEY CHECK (id = 1),  -- one row: the console's presets, which win over the settings file
-    query TEXT NOT NULL
-);
-"""
 
 
 def parse_presets(text: object) -> dict[str, str]:
@@ -47,29 +39,3 @@ def parse_presets(text: object) -> dict[str, str]:
 
 def presets_text(presets: dict[str, str]) -> str:
     return urlencode(presets)
-
-
-class PresetStore:
-    """The console's presets, kept in the server's history file so that they survive restarts."""
-
-    def __init__(self, history: HistoryStore):
-        self._history = history
-        with history.connect() as db:
-            db.executescript(_SCHEMA)
-
-    def get(self) -> dict[str, str] | None:
-        """The console's presets, or None when the console never set any (the settings file's apply)."""
-        with self._history.connect() as db:
-            row = db.execute("SELECT query FROM presets WHERE id = 1").fetchone()
-        return None if row is None else parse_presets(row["query"])
-
-    def set(self, text: str) -> dict[str, str]:
-        presets = parse_presets(text)
-        with self._history.connect() as db:
-            db.execute("INSERT INTO presets (id, query) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET query = "
-                       "excluded.query", (presets_text(presets),))
-        return presets
-
-    def clear(self) -> None:
-        with self._history.connect() as db:
-            db.execute("DELETE FROM presets")

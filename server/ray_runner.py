@@ -3,17 +3,19 @@
 Imported only when the instructor sets `ray_address` (or the class simulator picks Ray): nothing else imports
 `ray`. The queue, limits and history stay in the app, which is the Ray driver; each run is one Ray task that
 starts the run's own fresh process on its node (`trainer.isolated`) and streams its progress back as a generator.
-How many runs go at once is read from the cluster again every few seconds (`RayRunner.slots`), so nodes can join
-and leave while the class works.
+How many runs go at once is read from the cluster again every few seconds (`RayRunner.slots`, `follow_cluster`),
+so nodes can join and leave while the class works.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
-from collections import Counter
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import ray
@@ -25,7 +27,12 @@ from trainer.config import RunConfig
 from trainer.isolated import TERMINATE_GRACE_S, RunOutcome, run_isolated
 from trainer.progress import Progress
 
+log = logging.getLogger(__name__)
+
 POLL_S = 0.1
+# How often the job manager's workers are matched to the cluster: one small query to the cluster's control store,
+# so a joining node gets its first job within a few seconds.
+RESIZE_EVERY_S = 5.0
 LOOPBACK = "127.0.0.1"
 # A cancelled task first stops its run itself (terminate, then kill after TERMINATE_GRACE_S); Ray kills the worker
 # only after this, and the run's process then notices its parent is gone and ends its own group.
@@ -158,6 +165,24 @@ class RayRunner:
                 except (StopIteration, ray.exceptions.RayError):
                     return
         ray.cancel(stream, force=True)
+
+
+def follow_cluster(manager, cluster_slots: Callable[[], list[Slot]], every_s: float = RESIZE_EVERY_S) -> None:
+    """Have the job manager's workers follow the cluster: `cluster_slots` (RayRunner.slots) asked every `every_s`,
+    outside the manager's lock (it is a network call), until the manager shuts down. A cluster that does not answer
+    for a moment keeps the workers it had."""
+
+    def follow() -> None:
+        while not manager.wait_for_shutdown(every_s):
+            try:
+                slots = cluster_slots()
+            except Exception:
+                log.warning("could not read the cluster's size; keeping %d worker(s)", len(manager.slots),
+                            exc_info=True)
+                continue
+            manager.set_slots(slots)
+
+    threading.Thread(target=follow, name="amp-lab-jobs-capacity", daemon=True).start()
 
 
 class LocalCluster:

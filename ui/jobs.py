@@ -1,5 +1,5 @@
-"""The job plumbing pages share: submit a job for this learner, follow it while it waits and runs, and list
-this learner's jobs before the rest of the server's history."""
+"""The job plumbing pages share: submit a job for this learner, follow it while it waits and runs (one view, one
+Cancel button), and list this learner's jobs before the rest of the server's history."""
 
 from __future__ import annotations
 
@@ -16,15 +16,18 @@ from server.choices import shown
 from server.estimate import estimate_job_seconds
 from server.history import HistoryError
 from server.records import JOB_KINDS, JOB_STATUSES, JobSpec, JobView
+from trainer.comparison_table import format_seconds
 from trainer.config import TRAINING_PRECISIONS
 from trainer.errors import TrainerError
 from ui import server_bundle
-from ui.charts import run_names
-from ui.identity import learner_id
+from ui.charts import loss_chart, run_modes, run_names
+from ui.identity import is_instructor, learner_id
 from ui.report import lab_report
-from ui.widgets import about, run_progress_text, waiting_line
+from ui.widgets import RESULTS_PAGE, about, live_losses, run_progress_text, waiting_line
 
-FOLLOW_REFRESH_S = 2.0  # a queued or running job changes about this often in a way a learner can see
+# A running job's progress changes every second; a waiting job's place in the queue far more slowly.
+RUNNING_REFRESH_S = 1.0
+QUEUED_REFRESH_S = 5.0
 
 
 # The History page's filters: every kind, status and precision a job can have.
@@ -123,14 +126,27 @@ def submit(spec: JobSpec, remember_as: str | None = None) -> str | None:
     return job_id
 
 
-def remembered(key: str) -> JobView | None:
-    """The job whose id the page kept under `key`, as it stands now (None if none, or unknown to the server)."""
+def queue_or_follow(key: str, label: str, spec: JobSpec | None, *, failed: str | None = None,
+                    before: Callable[[], None] | None = None, draw: Callable[[JobView], None] | None = None,
+                    keep_button: bool = False, primary: bool = False) -> None:
+    """The job this page queued (its id kept under `key`), followed with `draw` while it waits or runs; else, once
+    it has ended, why it did not finish (`failed`, then its error), and the button `label` that queues `spec` (none
+    while there is no spec), `before` drawn above it. With `keep_button` the button stays while the job waits or
+    runs, above it (another may be queued, within the class's caps)."""
     job_id = st.session_state.get(key)
-    return server_bundle.job_manager().get(job_id) if job_id else None
-
-
-def forget(key: str) -> None:
-    st.session_state.pop(key, None)
+    job = server_bundle.job_manager().get(job_id) if job_id else None
+    following = job is not None and not job.finished
+    if job is not None and not following:
+        if failed and job.status != "done":
+            st.error(f"{failed}: {job.error}")
+        del st.session_state[key]
+    if spec is not None and (keep_button or not following):
+        if before is not None:
+            before()
+        if queue_button(label, spec, key, primary=primary):
+            st.rerun()  # the page again, following the new job (and the sidebar, drawn before it, listing it)
+    if following:
+        follow(job.id, draw)
 
 
 def is_mine(job: JobView) -> bool:
@@ -203,18 +219,6 @@ def finished_comparison(job_id: str) -> tuple[JobView | None, str | None]:
     return found, None
 
 
-def still_going(job_id: str) -> JobView | None:
-    """For a fragment that follows a job: the job while it waits or runs; once it has ended the whole page is
-    drawn again (to show the result); None, with a line saying so, if the server no longer knows it."""
-    job = server_bundle.job_manager().get(job_id)
-    if job is None:
-        st.warning("That job is no longer known to the server.")
-        return None
-    if job.finished:
-        st.rerun()
-    return job
-
-
 def progress_line(job: JobView) -> tuple[float, str]:
     """A running job's progress bar: the share of its runs done, and which run it is on, named as the job panel
     names it ("run 3 of 6 (FP32, pair 2 of 3, batch 256): epoch 1/1 ...")."""
@@ -227,19 +231,89 @@ def progress_line(job: JobView) -> tuple[float, str]:
     return min(1.0, (len(job.outcomes) + fraction) / total), f"{where}: {text}"
 
 
-@st.fragment(run_every=FOLLOW_REFRESH_S)
-def follow(job_id: str) -> None:
-    """A waiting job's place in the queue, or a running job's progress and a Cancel button for its owner; the
-    whole page is drawn again once the job ends, so it can show the result."""
-    job = still_going(job_id)
-    if job is None:
+def follow(job_id: str, draw: Callable[[JobView], None] | None = None) -> None:
+    """The one way to follow a job: drawn by `draw` (by default its place in the queue or its progress, with the
+    Cancel button), again every second while it runs and every few while it waits; the whole page is drawn again
+    once the job starts or ends, so that it can show the result. A job that has ended is drawn once."""
+    draw = draw or progress
+    job = server_bundle.job_manager().get(job_id)
+    if job is not None and job.finished:
+        draw(job)
         return
+    refresh_s = RUNNING_REFRESH_S if job is not None and job.status == "running" else QUEUED_REFRESH_S
+    st.fragment(_follow, run_every=refresh_s)(job_id, job and job.status, draw)
+
+
+def _follow(job_id: str, status: str | None, draw: Callable[[JobView], None]) -> None:
+    job = server_bundle.job_manager().get(job_id)
+    if job is None:
+        st.warning("That job is no longer known to the server.")
+    elif job.status != status:
+        st.rerun()
+    else:
+        draw(job)
+
+
+def progress(job: JobView) -> None:
+    """A job's place in the queue, or its progress bar (and the largest-batch search after a sweep's runs); the
+    Cancel button."""
     if job.status == "queued":
-        manager = server_bundle.job_manager()
-        st.info(waiting_line(job.queue_position, job.estimated_wait_s, len(manager.slots), manager.paused))
+        st.info(waiting(job))
     else:
         st.progress(*progress_line(job))
         if len(job.outcomes) == len(job.spec.runs) and job.spec.probe_max_batch:
             st.caption("Searching the largest batch that fits in GPU memory...")
-    if is_mine(job) and not job.cancel_requested and st.button("Cancel", key=f"cancel-{job.id}"):
-        server_bundle.job_manager().cancel(job.id, learner_id())
+    cancel_button(job)
+
+
+def job_panel(job: JobView) -> None:
+    """A job of this learner as the Run page shows it: its place in the queue, or a progress bar and the live loss
+    of each run, or its end; the Cancel button while it waits or runs."""
+    st.markdown(f"**{job.label or job.kind}**")
+    if job.extras.get("notice") and not job.finished:
+        st.info(job.extras["notice"])
+    if job.status == "queued":
+        st.info(waiting(job) + " Each device (each GPU, or the CPU) trains one job at a time, so that other "
+                "learners' runs do not disturb the timings.")
+    for index, name in enumerate(run_names(job.spec)):
+        fraction, text = run_progress_text(job, index)
+        st.progress(min(1.0, max(0.0, fraction)), text=f"{name}: {text}")
+    live = live_losses(job)
+    if live and not job.finished:
+        last_step = job.progress.total_steps if job.progress else None
+        st.altair_chart(loss_chart(live, last_step=last_step, precisions=run_modes(job.spec)), width="stretch")
+    if job.status == "done":
+        st.success(f"Done in {format_seconds((job.finished_at or 0) - (job.started_at or 0))}.")
+        st.page_link(RESULTS_PAGE, label="See the results", icon="📊")
+    elif job.status == "failed":
+        st.error(f"This job failed: {job.error}")
+    elif job.status == "cancelled":
+        st.warning(f"This job was cancelled: {job.error}")
+    cancel_button(job)
+
+
+def waiting(job: JobView) -> str:
+    manager = server_bundle.job_manager()
+    return waiting_line(job.queue_position, job.estimated_wait_s, len(manager.slots), manager.paused)
+
+
+def cancel_button(job: JobView) -> None:
+    """The one Cancel button, for the owner of a job that waits or runs; "Cancelling..." once they pressed it."""
+    if job.finished or not is_mine(job):
+        return
+    if job.cancel_requested:
+        st.caption("Cancelling...")
+    elif st.button("Cancel", key=f"cancel-{job.id}"):
+        if cancel(job):
+            st.toast("Cancelling the job.")
+        else:
+            st.warning("This job had already finished.")
+
+
+def cancel(job: JobView) -> bool:
+    """Cancel `job`: this learner's own, or any as the instructor; False if it had already ended, or is not theirs
+    to cancel."""
+    manager = server_bundle.job_manager()
+    if is_mine(job):
+        return manager.cancel(job.id, learner_id())
+    return is_instructor() and manager.cancel_any(job.id)

@@ -1,6 +1,6 @@
 """The server's parts, built once per process and shared by every page: the instructor's settings, the one job
-manager with its history, the learners, the presets, the instructor's password gate, the hardware report, and the
-offer (what a learner may run here). The composition root: nothing here draws on a page but a misconfigured
+manager with its history, the learners, the console's settings, the instructor's password gate, the hardware
+report, and the offer (what a learner may run here). The composition root: nothing here draws on a page but a misconfigured
 server's one-line error.
 """
 
@@ -12,15 +12,15 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from server.class_message import ClassMessageStore
+from server.console import ConsoleStore
 from server.guesses import GuessStore
 from server.history import HistoryStore
 from server.identity import LearnerStore
 from server.instructor import InstructorPass, PasswordGate
 from server.jobs import JobManager
-from server.kinds import KindPolicy, KindStore
+from server.kinds import KindPolicy
 from server.offer import Offer
-from server.presets import PresetStore, parse_presets
+from server.presets import parse_presets
 from server.settings import Settings
 from trainer.capabilities import mode_support, unseen_gpu_note
 from trainer.child_process import ChildProcessError, run_python_json
@@ -48,7 +48,7 @@ def _settings_for(environment: Environment) -> Settings:
 @st.cache_resource(show_spinner=False, on_release=lambda manager: manager.shutdown())
 def _job_manager_for(environment: Environment) -> JobManager:
     settings = _settings_for(environment)
-    return JobManager(settings, HistoryStore(settings.history_path), offer=lambda: _offer_for(environment))
+    return JobManager(settings, HistoryStore(settings.history_path), offer=lambda: _offer_for(environment)).start()
 
 
 @dataclass(frozen=True)
@@ -56,18 +56,17 @@ class _Stores:
     """What the server keeps in its history file beside the jobs, each opened (its table made) once."""
 
     learners: LearnerStore
-    presets: PresetStore
-    kinds: KindStore
-    messages: ClassMessageStore
+    console: ConsoleStore
     guesses: GuessStore
     instructor_pass: InstructorPass
 
 
 @st.cache_resource(show_spinner=False)
 def _stores_for(environment: Environment) -> _Stores:
-    history = _job_manager_for(environment).store
-    return _Stores(LearnerStore(history), PresetStore(history), KindStore(history), ClassMessageStore(history),
-                   GuessStore(history), InstructorPass(history))
+    manager = _job_manager_for(environment)
+    history = manager.store
+    return _Stores(LearnerStore(history), ConsoleStore(history, manager.started_at), GuessStore(history),
+                   InstructorPass(history))
 
 
 @st.cache_resource(show_spinner=False)
@@ -94,15 +93,15 @@ def _hardware_of(manager: JobManager) -> HardwareReport:
 
 
 def _presets_of(environment: Environment) -> dict[str, str]:
-    from_console = _stores_for(environment).presets.get()
+    from_console = _stores_for(environment).console.presets()
     return from_console if from_console is not None else parse_presets(_settings_for(environment).presets)
 
 
 def _kinds_of(environment: Environment) -> KindPolicy:
-    """The console's policy if the instructor set one, else the settings' mode, its caps counted from the start."""
-    manager = _job_manager_for(environment)
-    from_console = _stores_for(environment).kinds.get()
-    return from_console or KindPolicy.for_mode(_settings_for(environment).class_mode, manager.started_at)
+    """The console's policy if the instructor set one, else the settings' mode; the caps count from the class's
+    start either way."""
+    console = _stores_for(environment).console
+    return console.kinds() or KindPolicy.for_mode(_settings_for(environment).class_mode, console.class_start())
 
 
 def _offer_for(environment: Environment) -> Offer:
@@ -147,23 +146,15 @@ def learners() -> LearnerStore:
     return _or_stop(lambda: _stores_for(_settings_environment()).learners)
 
 
-def preset_store() -> PresetStore:
-    return _or_stop(lambda: _stores_for(_settings_environment()).presets)
-
-
 def presets() -> dict[str, str]:
     """Where every Run page starts: the console's presets if the instructor set some, else the settings'."""
     return _or_stop(lambda: _presets_of(_settings_environment()))
 
 
-def kind_store() -> KindStore:
-    """The console's policy of which kinds of job learners may queue."""
-    return _or_stop(lambda: _stores_for(_settings_environment()).kinds)
-
-
-def class_messages() -> ClassMessageStore:
-    """The instructor's message to the whole class, shown above every page."""
-    return _or_stop(lambda: _stores_for(_settings_environment()).messages)
+def console() -> ConsoleStore:
+    """What the instructor set in the console for the class: the message above every page, the presets, the kinds
+    of job learners may queue."""
+    return _or_stop(lambda: _stores_for(_settings_environment()).console)
 
 
 def instructor_pass() -> InstructorPass:

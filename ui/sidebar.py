@@ -144,7 +144,7 @@ def ask_for_a_name(me) -> None:
 
 def class_message() -> None:
     """The instructor's message to the class, above the page, while it is set."""
-    message = server_bundle.class_messages().get()
+    message = server_bundle.console().message()
     if message is not None:
         st.info(f"**From the instructor:** {message.text}", icon="📣")
 
@@ -165,11 +165,10 @@ def cancel_from_link() -> None:
     if job is None:
         st.error(f"There is no job `{job_id}` on this server; nothing was cancelled.")
         return
-    mine = job.learner_id == learner_id()
-    if not mine and not is_instructor():
+    if not jobs.is_mine(job) and not is_instructor():
         st.error(f"Job `{job_id}` is not yours: only its owner or the instructor can cancel it.")
         return
-    if not (manager.cancel(job_id, learner_id()) if mine else manager.cancel_any(job_id)):
+    if not jobs.cancel(job):
         st.info(f"Job `{job_id}` has already ended; there is nothing to cancel.")
     elif manager.get(job_id).status == "cancelled":
         st.success(f"Job `{job_id}` ({job.label or job.kind}) is cancelled: it had not started.")

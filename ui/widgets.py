@@ -1,4 +1,4 @@
-"""Streamlit pieces that several pages draw: the hardware summary, a job's live progress, a full comparison."""
+"""Streamlit pieces that several pages draw: the hardware summary, a job's progress in words, a full comparison."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from trainer.environment import HardwareReport
 from trainer.peaks import DevicePeaks, stored_peaks
 from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts, server_bundle
-from ui.charts import run_modes, run_names
+from ui.charts import run_names
 from ui.learn_charts import amp_step_chart, ladder_chart, roofline_chart
 from ui.reference import newest_ladders
 
@@ -81,40 +81,6 @@ def run_progress_text(job: JobView, index: int) -> tuple[float, str]:
 def live_losses(job: JobView) -> dict[str, Sequence[dict]]:
     """The loss points seen so far of each run that has some, under the run's own name: two fp32 runs stay apart."""
     return {name: points for name, points in zip(run_names(job.spec), job.live_losses) if points}
-
-
-def job_panel(job: JobView, session: str, manager) -> None:
-    """A job of this session: its place in the queue, or a progress bar and live loss per run, or its end."""
-    st.markdown(f"**{job.label or job.kind}**")
-    if job.extras.get("notice") and not job.finished:
-        st.info(job.extras["notice"])
-    if job.status == "queued":
-        st.info(
-            waiting_line(job.queue_position, job.estimated_wait_s, len(manager.slots), manager.paused)
-            + " Each device (each GPU, or the CPU) trains one job at a time, so that other learners' runs do not "
-            "disturb the timings."
-        )
-    for index, name in enumerate(run_names(job.spec)):
-        fraction, text = run_progress_text(job, index)
-        st.progress(min(1.0, max(0.0, fraction)), text=f"{name}: {text}")
-    live = live_losses(job)
-    if live and not job.finished:
-        last_step = job.progress.total_steps if job.progress else None
-        st.altair_chart(charts.loss_chart(live, last_step=last_step, precisions=run_modes(job.spec)), width="stretch")
-    if job.status == "done":
-        st.success(f"Done in {format_seconds((job.finished_at or 0) - (job.started_at or 0))}.")
-        st.page_link(RESULTS_PAGE, label="See the results", icon="📊")
-    elif job.status == "failed":
-        st.error(f"This job failed: {job.error}")
-    elif job.status == "cancelled":
-        st.warning(f"This job was cancelled: {job.error}")
-    elif job.cancel_requested:
-        st.caption("Cancelling...")
-    elif st.button("Cancel", key=f"cancel-{job.id}"):
-        if manager.cancel(job.id, session):
-            st.toast("Cancelling the job.")
-        else:
-            st.warning("This job had already finished.")
 
 
 def capacity_sentences(at_start: Capacity | None, start_label: str, recent_per_hour: float | None,

@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from bench.class_sim import RunLog, main, simulate
+from bench.class_sim import RunLog, main, open_pages, simulate
 from server.devices import Slot
 from tests.server.test_jobs import ok_outcome
 
@@ -38,6 +38,20 @@ def test_the_simulated_workers_follow_the_cluster_as_in_the_app(tmp_path):
 @pytest.mark.parametrize("argv", [["--nodes", "2"], ["--backend", "ray", "--nodes", "0"],
                                   ["--backend", "ray", "--nodes", "2", "--ray-address", "10.0.0.1:6379"]])
 def test_nodes_is_only_for_a_local_ray_cluster(argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+
+
+def test_open_pages_tick_against_the_queue_of_a_whole_class(tmp_path):
+    figures = open_pages(5, 1.5, str(tmp_path))
+    assert figures["learners"] == 5 and figures["ticks"] >= 5  # every page ticked at least once
+    assert 0 < figures["tick_median_ms"] <= figures["tick_p99_ms"] <= figures["tick_max_ms"]
+
+
+@pytest.mark.parametrize("argv", [["--pages", "5", "--backend", "ray"], ["--pages", "0"],
+                                  ["--pages", "5", "--learners", "2001"]])
+def test_pages_are_measured_on_the_local_workers_for_a_bounded_time(argv):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2

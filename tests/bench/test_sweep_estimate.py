@@ -38,7 +38,7 @@ def timed_runner(config, on_spawn=None, **kwargs):
 @pytest.fixture
 def manager(tmp_path):
     settings = Settings(state_dir=str(tmp_path), data_root=str(tmp_path), device="cpu", class_mode=False)
-    manager = JobManager(settings, runner=timed_runner, device_type="cpu")
+    manager = JobManager(settings, runner=timed_runner, device_type="cpu").start()
     yield manager
     manager.shutdown(wait=True, timeout=10)
 

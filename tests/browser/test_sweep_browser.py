@@ -23,7 +23,7 @@ from .conftest import REPO_ROOT, serve
 from .test_app_browser import assert_no_exception, heading, wait_until_idle
 
 SWEEP_TIMEOUT_S = 300  # four short runs in fresh processes on 2 cores; amp-bf16 is emulated (slow) on this CPU
-SAMPLE_EVERY_MS = 500  # the page's fragments redraw every 2 s (ui/jobs.FOLLOW_REFRESH_S)
+SAMPLE_EVERY_MS = 500  # a running job's fragments redraw every second (ui/jobs.RUNNING_REFRESH_S)
 PARTIAL = re.compile(r"^Verdict: No verdict: only (\d) of 4 runs are in")
 NOT_YET = "No run of this sweep has finished yet."
 

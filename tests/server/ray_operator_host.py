@@ -17,7 +17,7 @@ from server.settings import Settings
 def main(address: str, state: Path) -> None:
     settings = Settings(ray_address=address, state_dir=str(state), data_root=str(state), device="cpu",
                         class_mode=False, max_queued_per_learner=3)
-    manager = JobManager(settings)  # joins the cluster itself, as the app does
+    manager = JobManager(settings).start()  # joins the cluster itself, as the app does
     offer = Offer.for_device(settings, manager.device_type)
     # Long enough (hundreds of steps of 32 images) to be running on both nodes when the second one leaves; fp32 in
     # both runs (fp32-default is fp32 on a CPU), since bf16 is emulated, and slow, on CPUs without bf16 units.

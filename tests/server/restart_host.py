@@ -34,7 +34,7 @@ def main(mode: str, state: Path) -> None:
         return RunOutcome(config, "ok", result=result)
 
     settings = Settings(state_dir=str(state), data_root=str(state), device="cpu")
-    manager = JobManager(settings, runner=runner, device_type="cpu")
+    manager = JobManager(settings, runner=runner, device_type="cpu").start()
     signal.signal(signal.SIGTERM, lambda *_: (manager.shutdown(wait=True, timeout=10), sys.exit(0)))
     if mode == "submit":
         for seed, learner in ((1, "ada"), (2, "bob"), (3, "cy")):

@@ -1,4 +1,5 @@
 import json
+import logging
 import os
 import re
 import signal
@@ -119,7 +120,7 @@ def make_manager(settings):
 
     def make(runner, with_settings=None, **kwargs):
         kwargs.setdefault("device_type", "cpu")
-        manager = JobManager(with_settings or settings, runner=runner, **kwargs)
+        manager = JobManager(with_settings or settings, runner=runner, **kwargs).start()
         managers.append(manager)
         return manager
 
@@ -436,7 +437,7 @@ def test_history_survives_a_restart_and_a_stranded_job_runs_again(make_manager, 
     wait_until(lambda: gated.calls)  # its last write before the run ends has happened
 
     runner = FakeRunner()
-    restarted = JobManager(settings, runner=runner, device_type="cpu")
+    restarted = JobManager(settings, runner=runner, device_type="cpu").start()
     try:
         assert (restarted.requeued_at_start, restarted.interrupted_at_start) == (1, 0)
         old = restarted.get(done)
@@ -450,6 +451,20 @@ def test_history_survives_a_restart_and_a_stranded_job_runs_again(make_manager, 
     finally:
         restarted.shutdown(wait=True)
         gated.release.set()
+
+
+def test_a_restart_with_a_requeued_job_logs_no_traceback(make_manager, caplog):
+    """Issue 33: each restart with a re-queued job logged `AttributeError: 'JobManager' object has no attribute
+    'slots'`; the unfinished jobs are now taken up once the workers' slots exist."""
+    first = make_manager(FakeRunner())
+    first.pause()
+    waiting = first.submit("a", run_spec(1))
+    first.shutdown(wait=True, timeout=WAIT_S)
+    with caplog.at_level(logging.DEBUG):
+        restarted = make_manager(FakeRunner())
+        wait_until(lambda: restarted.get(waiting).finished)
+    assert restarted.requeued_at_start == 1 and restarted.get(waiting).status == "done"
+    assert [record.getMessage() for record in caplog.records if record.exc_info] == []
 
 
 def test_shutdown_keeps_waiting_jobs_queued_and_the_running_one_runs_again_first(make_manager, settings):
@@ -691,85 +706,13 @@ def test_ray_is_never_imported_without_a_ray_address():
 
 
 def test_the_default_runner_keeps_each_workers_next_process_started_ahead(settings):
-    manager = JobManager(settings, device_type="cpu")
+    manager = JobManager(settings, device_type="cpu").start()
     try:
         waiting = list(manager._runner._ready.values())
         assert len(waiting) == len(manager.slots) == 1 and waiting[0].poll() is None
     finally:
         manager.shutdown(wait=True, timeout=WAIT_S)
     wait_until(lambda: waiting[0].poll() is not None, timeout=10)  # shutdown let it go
-
-
-class FakeCluster:
-    """Stands in for RayRunner.slots: one slot per GPU the cluster has now; None makes it fail to answer."""
-
-    def __init__(self, gpus: int | None):
-        self.gpus = gpus
-        self.asked = 0
-
-    def __call__(self) -> list[Slot]:
-        self.asked += 1
-        if self.gpus is None:
-            raise ConnectionError("the cluster did not answer")
-        return [Slot(f"ray {n}") for n in range(self.gpus)]
-
-
-def test_the_workers_follow_the_cluster_and_a_leaving_node_lets_its_job_finish(make_manager):
-    runner, cluster = FakeRunner(gated=True), FakeCluster(1)
-    manager = make_manager(runner, cluster_slots=cluster, resize_every_s=0.01)
-    ids = [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)]
-    wait_until(lambda: runner.active == 1)
-    cluster.gpus = 2  # a node joins: its worker takes the next job without waiting for the first to end
-    wait_until(lambda: runner.active == 2)
-    assert len(manager.slots) == 2 and manager.queue_length() == 2
-    cluster.gpus = 1  # a node leaves while both run: nothing is stopped, the surplus worker ends after its job
-    wait_until(lambda: len(manager.slots) == 1)
-    time.sleep(0.05)
-    assert runner.active == 2 and [manager.get(i).status for i in ids[:2]] == ["running", "running"]
-    runner.release.set()
-    wait_until(lambda: all(manager.get(i).finished for i in ids))
-    assert [manager.get(i).status for i in ids] == ["done"] * 4
-
-    runner.release.clear()
-    later = [manager.submit(f"t{n}", run_spec(seed=10 + n)) for n in range(2)]
-    wait_until(lambda: runner.active == 1)
-    time.sleep(0.05)  # a second worker left over would start the other job now
-    assert runner.active == 1 and manager.queue_length() == 1
-    cluster.gpus = 2  # the node comes back
-    wait_until(lambda: runner.active == 2)
-    runner.release.set()
-    wait_until(lambda: all(manager.get(i).finished for i in later))
-
-
-def test_a_cluster_with_no_node_left_queues_jobs_until_one_joins(make_manager):
-    runner, cluster = FakeRunner(), FakeCluster(0)
-    manager = make_manager(runner, cluster_slots=cluster, resize_every_s=0.01)
-    first, second = manager.submit("a", run_spec(1)), manager.submit("b", run_spec(2))  # no worker: still queued
-    assert [manager.get(i).queue_position for i in (first, second)] == [1, 2]
-    assert manager.get(second).estimated_wait_s is None and manager.wait_for_new_job()[1] is None
-    assert not runner.calls
-    cluster.gpus = 1
-    wait_until(lambda: manager.get(second).finished)
-    assert [manager.get(i).status for i in (first, second)] == ["done", "done"]
-
-
-def test_a_cluster_that_does_not_answer_keeps_the_workers_it_had(make_manager):
-    cluster = FakeCluster(2)
-    manager = make_manager(FakeRunner(), cluster_slots=cluster, resize_every_s=0.01)
-    cluster.gpus = None
-    asked = cluster.asked
-    wait_until(lambda: cluster.asked > asked + 2)
-    assert len(manager.slots) == 2
-    job = manager.submit("a", run_spec())
-    wait_until(lambda: manager.get(job).finished)
-    assert manager.get(job).status == "done"
-
-
-def test_given_slots_are_fixed_even_with_a_cluster(make_manager):
-    cluster = FakeCluster(3)
-    manager = make_manager(FakeRunner(), slots=[Slot("ray 0")], cluster_slots=cluster, resize_every_s=0.01)
-    time.sleep(0.05)
-    assert cluster.asked == 0 and len(manager.slots) == 1
 
 
 @pytest.mark.slow

@@ -1,15 +1,9 @@
-"""Which kinds of job a class may queue, and how many each learner may: the settings' mode and the console's policy."""
+"""Which kinds of job a class may queue, and how many each learner may: the settings' mode, and a policy's rules."""
 
 import pytest
 
-from server.history import HistoryStore
-from server.kinds import CLASS_MODE, OPEN_MODE, PAGE_KINDS, KindPolicy, KindRule, KindStore, parse_rules
+from server.kinds import CLASS_MODE, OPEN_MODE, PAGE_KINDS, KindPolicy, parse_rules
 from trainer.errors import ConfigError
-
-
-@pytest.fixture
-def store(tmp_path):
-    return KindStore(HistoryStore(tmp_path / "history.sqlite3"))
 
 
 def test_class_mode_turns_the_long_kinds_off_and_caps_the_rest_per_learner():
@@ -29,17 +23,6 @@ def test_class_mode_turns_the_long_kinds_off_and_caps_the_rest_per_learner():
 def test_open_mode_allows_every_kind_as_often_as_the_queue_limits_do():
     policy = KindPolicy.for_mode(class_mode=False)
     assert all(policy.refusal(purpose, 1000) is None for purpose in OPEN_MODE)
-
-
-def test_the_consoles_policy_is_kept_and_its_caps_count_from_a_new_class(store):
-    assert store.get() is None
-    first = store.set({"sweep": KindRule(True, 1), "comparison": KindRule(True, 3)})
-    assert store.get().rule("sweep") == KindRule(True, 1) and store.get().rule("comparison").per_learner == 3
-    assert store.get().rule("quick-demo") == KindRule()  # a kind the console left out: open
-    assert store.set({"sweep": KindRule(False)}).since == first.since  # the same class: counts carry on
-    assert store.set({}, restart_counts=True).since > first.since
-    store.clear()
-    assert store.get() is None
 
 
 @pytest.mark.parametrize(

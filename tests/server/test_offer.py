@@ -281,7 +281,7 @@ def test_one_submit_checks_a_runs_precision_three_times_at_most(tmp_path, monkey
         return RunOutcome(config, "ok", result=run_training(received, on_progress=on_progress))
 
     settings = Settings(state_dir=str(tmp_path), data_root=str(tmp_path), device="cpu")
-    manager = JobManager(settings, runner=own_process, device_type="cpu")
+    manager = JobManager(settings, runner=own_process, device_type="cpu").start()
     try:
         door = Offer.for_device(settings, "cpu")
         spec = door.comparison(ComparisonRequest(precision="amp-bf16", epochs=1, batch_size=32, data="synthetic",

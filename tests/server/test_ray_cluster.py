@@ -12,11 +12,11 @@ import pytest
 pytest.importorskip("ray", reason="the Ray runner needs requirements-cluster.txt")
 
 from server.jobs import JobManager
-from server.ray_runner import LocalCluster, RayRunner
+from server.ray_runner import LocalCluster, RayRunner, follow_cluster
 from server.settings import Settings
 from tests.server.test_ray_runner import Spy, gone, tiny
 
-RESIZE_S = 0.2  # the manager re-reads the cluster this often here (RESIZE_EVERY_S in the app)
+RESIZE_S = 0.2  # the workers follow the cluster's size this often here (RESIZE_EVERY_S in the app)
 WAIT_S = 60.0
 
 
@@ -34,8 +34,8 @@ def cluster():
 def manager(cluster, tmp_path):
     runner = cluster[2]
     settings = Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_epochs=1000)
-    made = JobManager(settings, runner=Spy(runner), device_type="cpu", cluster_slots=runner.slots,
-                      resize_every_s=RESIZE_S)
+    made = JobManager(settings, runner=Spy(runner), device_type="cpu", slots=runner.slots()).start()
+    follow_cluster(made, runner.slots, every_s=RESIZE_S)
     yield made
     made.shutdown(wait=True, timeout=30)
 

@@ -1,18 +1,23 @@
-"""The Ray runner on a local, loopback-only Ray with two fake GPUs (runs on the CPU), started once for the module."""
+"""The Ray runner on a local, loopback-only Ray with two fake GPUs (runs on the CPU), started once for the module;
+and the job manager's workers following a cluster (follow_cluster), on a stand-in cluster."""
 
 import os
 import signal
 import threading
 import time
+from dataclasses import replace
 
 import psutil
 import pytest
 
 pytest.importorskip("ray", reason="the Ray runner needs requirements-cluster.txt")
 
+from server.devices import Slot
 from server.jobs import JobManager
+from server.ray_runner import RayRunner, follow_cluster
 from server.records import JobSpec
 from server.settings import Settings
+from tests.server.test_jobs import FakeRunner, make_manager, run_spec, settings  # noqa: F401 (fixtures)
 from trainer.config import RunConfig
 
 WAIT_S = 120.0
@@ -20,8 +25,6 @@ WAIT_S = 120.0
 
 @pytest.fixture(scope="module")
 def ray_runner():
-    from server.ray_runner import RayRunner
-
     runner = RayRunner.start(None, fake_gpus=2)
     yield runner
     runner.close()
@@ -30,7 +33,7 @@ def ray_runner():
 @pytest.fixture
 def manager(ray_runner, tmp_path):
     settings = Settings(state_dir=str(tmp_path / "state"), data_root=str(tmp_path / "data"), max_queued_per_learner=4)
-    made = JobManager(settings, runner=Spy(ray_runner), device_type="cpu", slots=ray_runner.slots())
+    made = JobManager(settings, runner=Spy(ray_runner), device_type="cpu", slots=ray_runner.slots()).start()
     yield made
     made.shutdown(wait=True, timeout=30)
 
@@ -139,3 +142,93 @@ def test_a_killed_ray_worker_fails_its_job_with_the_reason_and_the_next_job_runs
     after = manager.submit("b", tiny(3))
     wait_until(lambda: manager.get(after).finished)
     assert manager.get(after).status == "done", manager.get(after).error
+
+
+# ---- following the cluster ---------------------------------------------------------------------------------
+
+class FakeCluster:
+    """Stands in for RayRunner.slots: one slot per GPU the cluster has now; None makes it fail to answer."""
+
+    def __init__(self, gpus: int | None):
+        self.gpus = gpus
+        self.asked = 0
+
+    def __call__(self) -> list[Slot]:
+        self.asked += 1
+        if self.gpus is None:
+            raise ConnectionError("the cluster did not answer")
+        return [Slot(f"ray {n}") for n in range(self.gpus)]
+
+
+def test_the_workers_follow_the_cluster_and_a_leaving_node_lets_its_job_finish(make_manager):
+    runner, cluster = FakeRunner(gated=True), FakeCluster(1)
+    manager = make_manager(runner, slots=cluster())
+    follow_cluster(manager, cluster, every_s=0.01)
+    ids = [manager.submit(f"s{n}", run_spec(seed=n)) for n in range(4)]
+    wait_until(lambda: runner.active == 1)
+    cluster.gpus = 2  # a node joins: its worker takes the next job without waiting for the first to end
+    wait_until(lambda: runner.active == 2)
+    assert len(manager.slots) == 2 and manager.queue_length() == 2
+    cluster.gpus = 1  # a node leaves while both run: nothing is stopped, the surplus worker ends after its job
+    wait_until(lambda: len(manager.slots) == 1)
+    time.sleep(0.05)
+    assert runner.active == 2 and [manager.get(i).status for i in ids[:2]] == ["running", "running"]
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in ids))
+    assert [manager.get(i).status for i in ids] == ["done"] * 4
+
+    runner.release.clear()
+    later = [manager.submit(f"t{n}", run_spec(seed=10 + n)) for n in range(2)]
+    wait_until(lambda: runner.active == 1)
+    time.sleep(0.05)  # a second worker left over would start the other job now
+    assert runner.active == 1 and manager.queue_length() == 1
+    cluster.gpus = 2  # the node comes back
+    wait_until(lambda: runner.active == 2)
+    runner.release.set()
+    wait_until(lambda: all(manager.get(i).finished for i in later))
+
+
+def test_a_cluster_with_no_node_left_queues_jobs_until_one_joins(make_manager):
+    runner, cluster = FakeRunner(), FakeCluster(0)
+    manager = make_manager(runner, slots=cluster())
+    follow_cluster(manager, cluster, every_s=0.01)
+    first, second = manager.submit("a", run_spec(1)), manager.submit("b", run_spec(2))  # no worker: still queued
+    assert [manager.get(i).queue_position for i in (first, second)] == [1, 2]
+    assert manager.get(second).estimated_wait_s is None and manager.wait_for_new_job()[1] is None
+    assert not runner.calls
+    cluster.gpus = 1
+    wait_until(lambda: manager.get(second).finished)
+    assert [manager.get(i).status for i in (first, second)] == ["done", "done"]
+
+
+def test_a_cluster_that_does_not_answer_keeps_the_workers_it_had(make_manager):
+    cluster = FakeCluster(2)
+    manager = make_manager(FakeRunner(), slots=cluster())
+    follow_cluster(manager, cluster, every_s=0.01)
+    cluster.gpus = None
+    asked = cluster.asked
+    wait_until(lambda: cluster.asked > asked + 2)
+    assert len(manager.slots) == 2
+    job = manager.submit("a", run_spec())
+    wait_until(lambda: manager.get(job).finished)
+    assert manager.get(job).status == "done"
+
+
+class FakeRayRunner(FakeRunner):
+    """Stands in for RayRunner.start's runner: a CPU cluster whose slots are `cluster`'s."""
+
+    device_type = "cpu"
+
+    def __init__(self, cluster: FakeCluster):
+        super().__init__()
+        self.slots = cluster
+
+
+def test_given_slots_are_fixed_even_with_a_cluster(make_manager, settings, monkeypatch):
+    cluster = FakeCluster(3)
+    monkeypatch.setattr(RayRunner, "start", lambda address: FakeRayRunner(cluster))
+    on_a_cluster = replace(settings, ray_address="10.0.0.1:6379")
+    manager = make_manager(None, on_a_cluster, slots=[Slot("ray 0")])
+    time.sleep(0.05)
+    assert cluster.asked == 0 and len(manager.slots) == 1
+    assert len(make_manager(None, on_a_cluster).slots) == 3  # without given slots it joins with the cluster's

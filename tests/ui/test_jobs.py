@@ -69,3 +69,44 @@ def test_a_report_is_built_from_the_stores_found_in_the_pages_run_and_named_for_
     assert "1.50x" in built[0]
     assert jobs.report_file_name("Ada L. / room 4").startswith("amp-lab-report-ada-l-room-4-")
     assert jobs.report_file_name("ü").startswith("amp-lab-report-learner-")
+
+
+# ---- the one way a page queues its job or follows it ---------------------------------------------------------
+
+
+def queue_or_follow_script():
+    from server.records import JobSpec
+    from trainer.config import RunConfig
+    from ui import jobs
+
+    run = RunConfig(precision="fp32", epochs=1, batch_size=32, data="synthetic", subset=64, test_subset=32)
+    jobs.queue_or_follow("test_job", "Queue it", JobSpec("run", [run], label="a test run"), failed="It did not finish")
+
+
+def test_a_page_queues_its_job_follows_it_then_says_why_it_ended_and_offers_the_button_again(tmp_path, monkeypatch):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from ui import server_bundle
+
+    monkeypatch.setenv("AMP_LAB_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("AMP_LAB_DEVICE", "cpu")
+    monkeypatch.setenv("AMP_LAB_CLASS_MODE", "off")
+    manager = server_bundle._job_manager_for(server_bundle._settings_environment())
+    manager.pause()  # the job waits, as behind other learners' jobs
+    try:
+        at = AppTest.from_function(queue_or_follow_script, default_timeout=60).run()
+        next(b for b in at.button if b.label == "Queue it").click().run()
+        assert not at.exception
+        job_id = at.session_state["test_job"]
+        assert [b.label for b in at.button] == ["Cancel"]  # followed in the button's place, with its Cancel
+        assert [i.value for i in at.info] == ["Waiting in the queue at position 1: the instructor has paused the "
+                                              "queue; it starts once they resume it."]
+        manager.cancel_any(job_id, "too long for today")
+        at.run()
+        assert [e.value for e in at.error] == [
+            "It did not finish: cancelled by the instructor (too long for today) before it started"]
+        assert [b.label for b in at.button] == ["Queue it"] and "test_job" not in at.session_state
+        assert not at.run().error  # said once: the page forgot the job
+    finally:
+        st.cache_resource.clear()
