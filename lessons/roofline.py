@@ -15,6 +15,9 @@ same count as lessons/step_budget.step_flops (tested equal).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+
+from trainer.precision import default_tf32
 
 FP32, HALF, INDEX = 4, 2, 8  # bytes per element: fp32, fp16/bf16, int64 (max-pool's indices)
 CLASSES = 10
@@ -128,29 +131,91 @@ def ridge(peak_tflops: float, gb_per_s: float) -> float:
     return peak_tflops * 1e12 / (gb_per_s * 1e9)
 
 
-# The two modes the roofline compares, and the rate each runs its convolutions and linear layers at: strict fp32 (no
-# TF32) and AMP (16-bit products).
-ROOFLINE_MODES = {"fp32": {"conv": "fp32", "linear": "fp32"}, "AMP": {"conv": "bf16", "linear": "bf16"}}
+@dataclass(frozen=True)
+class RooflineMode:
+    """A way to run the step: the arithmetic its convolutions and its linear layers run in, and its activations'
+    size (16-bit under AMP)."""
+
+    name: str
+    conv: str  # a dtype of the peak tables: fp32 | tf32 | bf16 | fp16
+    linear: str
+    sixteen_bit: bool = False
+
+    @property
+    def rates(self) -> dict[str, str]:
+        return {"conv": self.conv, "linear": self.linear}
 
 
-def roofline_rows(width: int, batch_size: int, tflops: dict[str, float], gb_per_s: float) -> list[dict]:
-    """One row per layer: its FLOPs, its bytes in fp32 and under AMP, which bound each meets on this device (peak
-    rates `tflops` by dtype, bandwidth `gb_per_s`) and the time that bound allows."""
-    placed = {}
-    for mode, kinds in ROOFLINE_MODES.items():
-        rates = {kind: tflops[dtype] for kind, dtype in kinds.items()}
-        placed[mode] = place(layer_costs(width, batch_size, sixteen_bit=mode == "AMP"), rates, gb_per_s)
-    amp_by_name = {point.layer.name: point for point in placed["AMP"]}
+@lru_cache(maxsize=1)
+def roofline_modes() -> tuple[RooflineMode, ...]:
+    """Strict fp32, fp32 as the lab's script ran it (PyTorch's own TF32 defaults, read from this torch: convolutions
+    in TF32, linear layers in strict fp32 on an Ampere-or-newer GPU), TF32 everywhere, and AMP (bf16)."""
+    lab = default_tf32()
+    return (RooflineMode("strict fp32", "fp32", "fp32"),
+            RooflineMode(LAB_FP32, "tf32" if lab["conv"] else "fp32", "tf32" if lab["matmul"] else "fp32"),
+            RooflineMode("TF32", "tf32", "tf32"),
+            RooflineMode(AMP, "bf16", "bf16", sixteen_bit=True))
+
+
+LAB_FP32, AMP = "fp32 as the lab ran it", "AMP"
+
+
+def roofline_steps(width: int, batch_size: int, tflops: dict[str, float],
+                   gb_per_s: float) -> dict[str, list[RooflinePoint]]:
+    """Each mode this device has rates for (a CPU has no TF32), its layers placed on the roofline."""
+    return {mode.name: place(layer_costs(width, batch_size, mode.sixteen_bit),
+                             {kind: tflops[dtype] for kind, dtype in mode.rates.items()}, gb_per_s)
+            for mode in roofline_modes() if {mode.conv, mode.linear} <= set(tflops)}
+
+
+def roofline_rows(steps: dict[str, list[RooflinePoint]]) -> list[dict]:
+    """One row per layer: its FLOPs, its bytes in fp32 and under AMP, and in each mode the bound it meets and the
+    time that bound allows (0 where a mode has no such layer: the casts are AMP's alone)."""
+    modes = list(steps)
+    by_mode = {mode: {point.layer.name: point for point in points} for mode, points in steps.items()}
+    names = list(dict.fromkeys(point.layer.name for points in steps.values() for point in points))
     rows = []
-    for point in placed["fp32"]:
-        amp = amp_by_name.get(point.layer.name)
-        rows.append({"layer": point.layer.name, "GFLOP": round(point.layer.flops / 1e9, 3),
-                     "MB, fp32": round(point.layer.bytes / 1e6, 1), "MB, AMP": round(amp.layer.bytes / 1e6, 1),
-                     "bound, fp32": point.bound_by, "bound, AMP": amp.bound_by,
-                     "µs, fp32": round(point.bound_s * 1e6, 2), "µs, AMP": round(amp.bound_s * 1e6, 2)})
-    extra = [point for name, point in amp_by_name.items() if name not in {p.layer.name for p in placed["fp32"]}]
-    for point in extra:  # the casts autocast and the scaler add
-        rows.append({"layer": point.layer.name, "GFLOP": 0.0, "MB, fp32": 0.0,
-                     "MB, AMP": round(point.layer.bytes / 1e6, 1), "bound, fp32": "-", "bound, AMP": point.bound_by,
-                     "µs, fp32": 0.0, "µs, AMP": round(point.bound_s * 1e6, 2)})
+    for name in names:
+        points = {mode: by_mode[mode].get(name) for mode in modes}
+        any_point = next(point for point in points.values() if point is not None)
+        fp32, amp = by_mode[modes[0]].get(name), by_mode.get(AMP, {}).get(name)
+        rows.append({"layer": name, "GFLOP": round(any_point.layer.flops / 1e9, 3),
+                     "MB, fp32": round(fp32.layer.bytes / 1e6, 1) if fp32 else 0.0,
+                     "MB, AMP": round(amp.layer.bytes / 1e6, 1) if amp else 0.0,
+                     **{f"bound, {mode}": point.bound_by if point else "-" for mode, point in points.items()},
+                     **{f"time, {mode}": duration(point.bound_s) if point else "-"
+                        for mode, point in points.items()}})
     return rows
+
+
+def duration(seconds: float) -> str:
+    """A time in the unit that reads best: µs under a millisecond, ms under a second, else seconds."""
+    if seconds >= 1:
+        return f"{seconds:,.2f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:,.1f} ms"
+    return f"{seconds * 1e6:,.1f} µs"
+
+
+def step_s(points: list[RooflinePoint]) -> float:
+    """The fastest a step could be: each layer as fast as its bound allows."""
+    return sum(point.bound_s for point in points)
+
+
+def roofline_sentence(steps: dict[str, list[RooflinePoint]]) -> str:
+    """What the rows add up to, from the rows alone: each mode's step at these peaks, the best AMP can do against
+    fp32 as the lab ran it (strict fp32 where the device has no TF32), and the layer that gains the most."""
+    totals = {mode: step_s(points) for mode, points in steps.items()}
+    said = ", ".join(f"**{duration(total)}** {'under' if mode == AMP else 'in'} {mode}" for mode, total in totals.items())
+    baseline = LAB_FP32 if LAB_FP32 in steps else next(iter(steps))
+    sentence = f"Layer by layer at these peaks, a step could take {said}"
+    if AMP not in steps:
+        return sentence + "."
+    before = {point.layer.name: point for point in steps[baseline]}
+    gained = max((point for point in steps[AMP] if point.layer.name in before),
+                 key=lambda point: before[point.layer.name].bound_s - point.bound_s)
+    was = before[gained.layer.name]
+    return (sentence + f": from {baseline} to AMP at best **{totals[baseline] / totals[AMP]:.2f}x**, and that only "
+            f"if nothing but arithmetic and memory traffic took time. The layer that gains the most is "
+            f"{gained.layer.name}, {duration(was.bound_s)} to {duration(gained.bound_s)} (bound by its "
+            f"{was.bound_by} in {baseline}, by its {gained.bound_by} under AMP).")

@@ -7,27 +7,40 @@ faster arithmetic can touch at all.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from lessons.roofline import layer_costs, place
+from lessons.roofline import AMP, LAB_FP32, duration, layer_costs, place, roofline_modes, roofline_steps
+from lessons.roofline import step_s as roofline_step_s
 from trainer.model import SimpleCNN
 from trainer.peaks import DevicePeaks
 from trainer.results import LAB_REFERENCE, RunResult
 
-# Published dense peaks (TFLOP/s, no sparsity) and memory bandwidth (GB/s), from NVIDIA's datasheets: the H200 and
-# H100 SXM (TF32 494.7, FP16/BF16 989.5, FP32 67; 4,800 and 3,350 GB/s), the A100 SXM 80 GB (19.5, 156, 312;
-# 2,039 GB/s), the L4 (30.3, 60, 121; 300 GB/s). The datasheets quote Tensor Core rates with sparsity, twice these.
+# Published dense peaks (TFLOP/s, no sparsity) and memory bandwidth (GB/s) of each variant, from NVIDIA's datasheets
+# (H200: its SXM and NVL columns; H100: the SXM and NVL columns and the H100 PCIe product brief PB-11133; A100 80 GB
+# and 40 GB, SXM and PCIe; L4). The datasheets quote Tensor Core rates with sparsity, twice these.
 PUBLISHED_PEAKS = {
-    "H200": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.5, "bf16": 989.5, "gb_per_s": 4800.0},
-    "H100": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.5, "bf16": 989.5, "gb_per_s": 3350.0},
-    "A100": {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "gb_per_s": 2039.0},
+    "H200 SXM": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.5, "bf16": 989.5, "gb_per_s": 4800.0},
+    "H200 NVL": {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5, "gb_per_s": 4800.0},
+    "H100 SXM": {"fp32": 67.0, "tf32": 494.7, "fp16": 989.5, "bf16": 989.5, "gb_per_s": 3350.0},
+    "H100 NVL": {"fp32": 60.0, "tf32": 417.5, "fp16": 835.5, "bf16": 835.5, "gb_per_s": 3900.0},
+    "H100 PCIe": {"fp32": 51.0, "tf32": 378.0, "fp16": 756.5, "bf16": 756.5, "gb_per_s": 2000.0},
+    "A100 SXM 80 GB": {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "gb_per_s": 2039.0},
+    "A100 PCIe 80 GB": {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "gb_per_s": 1935.0},
+    "A100 40 GB": {"fp32": 19.5, "tf32": 156.0, "fp16": 312.0, "bf16": 312.0, "gb_per_s": 1555.0},
     "L4": {"fp32": 30.3, "tf32": 60.0, "fp16": 121.0, "bf16": 121.0, "gb_per_s": 300.0},
 }
 PUBLISHED_SOURCE = "NVIDIA's datasheets, dense (no sparsity)"
+# torch's device names ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB") to a variant, the first
+# pattern that matches; None: a MIG slice, which has only a share of the GPU's units, so no published figure fits.
+_VARIANTS = ((r"\bMIG\b", None), (r"\bH200 NVL\b", "H200 NVL"), (r"\bH200\b", "H200 SXM"),
+             (r"\bH100 NVL\b", "H100 NVL"), (r"\bH100 PCIE\b", "H100 PCIe"), (r"\bH100 (80GB HBM3|SXM)", "H100 SXM"),
+             (r"\bA100\b.*40GB", "A100 40 GB"), (r"\bA100\b.*PCIE", "A100 PCIe 80 GB"),
+             (r"\bA100\b.*SXM", "A100 SXM 80 GB"), (r"\bL4\b", "L4"))
 # A step is "bound by its arithmetic and bytes" when its roofline time is at least this share of the measured step.
 ARITHMETIC_BOUND_SHARE = 0.5
 SIXTEEN_BIT_MODES = ("amp-fp16", "amp-bf16", "amp-fp16-unscaled", "fp16-true")
@@ -96,12 +109,28 @@ class StepBudget:
         return None if self.published_s is None else self.published_s / self.step_s
 
 
-def published_peaks(device_name: str) -> dict[str, float] | None:
-    """The published peaks of a known GPU by its name ("NVIDIA H200" holds "H200"); None for any other device."""
-    for model, peaks in PUBLISHED_PEAKS.items():
-        if model in device_name.upper():
-            return peaks
+def published_variant(device_name: str) -> str | None:
+    """The variant of PUBLISHED_PEAKS that torch's name for a GPU is ("NVIDIA H200" is the H200 SXM); None for any
+    other device, a MIG slice of a GPU, or a variant whose figures this table lacks (published_note says which)."""
+    name = device_name.upper()
+    for pattern, variant in _VARIANTS:
+        if re.search(pattern, name):
+            return variant
     return None
+
+
+def published_peaks(device_name: str) -> dict[str, float] | None:
+    variant = published_variant(device_name)
+    return None if variant is None else PUBLISHED_PEAKS[variant]
+
+
+def published_note(device_name: str) -> str | None:
+    """Why an NVIDIA GPU is set against no published peaks (None where it is, or for a CPU)."""
+    if "NVIDIA" not in device_name.upper() or published_variant(device_name) is not None:
+        return None
+    if "MIG" in device_name.upper():
+        return f"{device_name} is a MIG slice with a share of the GPU's units: no published peak applies to it"
+    return f"this app has no published peaks for the {device_name}: only its measured ones are used"
 
 
 def run_budget(label: str, result: RunResult, peaks: DevicePeaks) -> StepBudget | None:
@@ -135,9 +164,9 @@ def run_budget(label: str, result: RunResult, peaks: DevicePeaks) -> StepBudget 
 def budget_sentence(budgets: list[StepBudget]) -> str:
     """What the budgets say: how much of each step its arithmetic and its bytes need at this device's measured best,
     and so how much of the step a faster arithmetic, or fewer bytes, could remove."""
-    parts = [f"{b.label}: the arithmetic needs {_duration(b.arithmetic_s)} and the bytes {_duration(b.bytes_s)} of a "
-             f"{_duration(b.step_s)} step; each layer held to the slower of its two, the step needs at least "
-             f"{_duration(b.roofline_s)} ({b.roofline_share:.0%} of it)" for b in budgets]
+    parts = [f"{b.label}: the arithmetic needs {duration(b.arithmetic_s)} and the bytes {duration(b.bytes_s)} of a "
+             f"{duration(b.step_s)} step; each layer held to the slower of its two, the step needs at least "
+             f"{duration(b.roofline_s)} ({b.roofline_share:.0%} of it)" for b in budgets]
     sentence = "At this device's measured best rates, " + "; ".join(parts) + "."
     if all(b.roofline_share < ARITHMETIC_BOUND_SHARE for b in budgets):
         rest = max(1 - b.roofline_share for b in budgets)
@@ -151,14 +180,6 @@ def budget_sentence(budgets: list[StepBudget]) -> str:
     return sentence
 
 
-def _duration(seconds: float) -> str:
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds * 1e6:.1f} µs"
-
-
 def budget_rows(budgets: list[StepBudget]) -> list[dict]:
     """The table under the sentence: per run, its FLOPs and bytes, the step it measured, and what its arithmetic, its
     bytes and the two layer by layer need at the measured (and published) peaks, with the step's share."""
@@ -166,11 +187,11 @@ def budget_rows(budgets: list[StepBudget]) -> list[dict]:
     for b in budgets:
         row = {"Run": b.label, "FLOPs per step": f"{b.flops / 1e9:.2f} GFLOP",
                "Bytes per step": f"{b.bytes / 1e6:.0f} MB",
-               "Measured step": _duration(b.step_s), "Arithmetic at peak": _duration(b.arithmetic_s),
-               "Bytes at peak": _duration(b.bytes_s),
-               "Roofline (layer by layer)": f"{_duration(b.roofline_s)} ({b.roofline_share:.1%})"}
+               "Measured step": duration(b.step_s), "Arithmetic at peak": duration(b.arithmetic_s),
+               "Bytes at peak": duration(b.bytes_s),
+               "Roofline (layer by layer)": f"{duration(b.roofline_s)} ({b.roofline_share:.1%})"}
         if b.published_s is not None:
-            row["Roofline at the published peaks"] = f"{_duration(b.published_s)} ({b.published_share:.2%})"
+            row["Roofline at the published peaks"] = f"{duration(b.published_s)} ({b.published_share:.2%})"
         rows.append(row)
     return rows
 
@@ -178,13 +199,75 @@ def budget_rows(budgets: list[StepBudget]) -> list[dict]:
 LAB_STEPS = 5 * 196  # the lab's 5 epochs of 50,000 images at batch 256: 196 steps an epoch (the last one short)
 
 
-def lab_step_on(gpu: str) -> tuple[int, float, dict[str, float]]:
-    """The lab's step against a GPU's published peaks: its FLOPs (counted), its measured fp32 step (the lab's 75 s
-    over its 980 steps, a Tensor Core GPU) and the time the arithmetic needs at `gpu`'s TF32 and 16-bit peaks."""
-    flops = sum(step_flops(1, 256).values())
-    peaks = PUBLISHED_PEAKS[gpu]
-    return flops, LAB_REFERENCE["fp32_time_s"] / LAB_STEPS, {
-        dtype: flops / (peaks[dtype] * 1e12) for dtype in ("fp32", "tf32", "bf16")}
+@dataclass(frozen=True)
+class LabStep:
+    """The lab's fp32 step (75 s over its 980 steps, on a Tensor Core GPU it does not name) against a GPU's published
+    peaks: its FLOPs by kind of layer, and in each roofline mode the time its arithmetic alone needs and the time
+    arithmetic and bytes need layer by layer (lessons/roofline.py)."""
+
+    variant: str
+    conv_flops: int
+    linear_flops: int
+    step_s: float
+    arithmetic_s: dict[str, float]  # by roofline mode
+    roofline_s: dict[str, float]  # by roofline mode
+
+    @property
+    def saved_at_most_s(self) -> float:
+        """What AMP could take off the lab's step: all its arithmetic and bytes gain, and nothing else."""
+        return self.roofline_s[LAB_FP32] - self.roofline_s[AMP]
+
+    @property
+    def speedup_at_most(self) -> float:
+        return self.step_s / (self.step_s - self.saved_at_most_s)
+
+    def paragraph(self) -> str:
+        """The conclusion the numbers give, in plain words, generated from them."""
+        lab, amp = self.roofline_s[LAB_FP32], self.roofline_s[AMP]
+        lab_modes = {mode.name: mode for mode in roofline_modes()}[LAB_FP32]
+        measured = LAB_REFERENCE["fp32_time_s"], LAB_REFERENCE["amp_time_s"]
+        saved = (measured[0] - measured[1]) / LAB_STEPS
+        return (
+            f"One training step of the lab's model at batch 256, forward and backward, is "
+            f"**{(self.conv_flops + self.linear_flops) / 1e9:.2f} GFLOP** (PyTorch's own FLOP counter, on the model "
+            f"itself): {self.conv_flops / 1e9:.2f} in the convolutions, {self.linear_flops / 1e9:.2f} in the linear "
+            f"layers. The lab measured **{duration(self.step_s)}** a step in fp32 ({measured[0]:.0f} s over its "
+            f"{LAB_STEPS} steps), in fp32 as PyTorch defaults it: on an Ampere-or-newer GPU, convolutions in "
+            f"{lab_modes.conv.upper()} and linear layers in {'strict fp32' if lab_modes.linear == 'fp32' else 'TF32'}. "
+            f"At an {self.variant}'s published dense peaks that arithmetic takes **{duration(self.arithmetic_s[LAB_FP32])}**"
+            f" (strict fp32: {duration(self.arithmetic_s['strict fp32'])}; TF32 everywhere: "
+            f"{duration(self.arithmetic_s['TF32'])}; AMP's bf16: {duration(self.arithmetic_s[AMP])}). With each "
+            f"layer's bytes as well (the roofline below), the step could take {duration(lab)} as the lab ran it and "
+            f"{duration(amp)} under AMP: **{lab / self.step_s:.2%}** of the lab's step. So AMP's faster arithmetic "
+            f"and halved activations can save at most {duration(self.saved_at_most_s)} of its "
+            f"{duration(self.step_s)}, a speedup of at most **{self.speedup_at_most:.3f}x**. The lab saved "
+            f"{duration(saved)} a step ({measured[0]:.0f} s to {measured[1]:.0f} s, "
+            f"{measured[0] / measured[1]:.2f}x): that cannot come from this model's arithmetic or activations, and "
+            "its 1.8 GB to 1.1 GB cannot either (Where the memory goes). The rest of the lab's step is everything "
+            "else its script times: its DataLoader's four worker processes, a `loss.item()` sync every step, kernel "
+            "launches. With the lab's DataLoader, expect about 1.0x; the lab's 1.56x is not explained by this model."
+        )
+
+
+def lab_step_on(variant: str = "H200 SXM") -> LabStep:
+    """The lab's step against `variant`'s published peaks (PUBLISHED_PEAKS)."""
+    by_op = step_flops(1, 256)
+    conv = by_op["aten.convolution"] + by_op["aten.convolution_backward"]
+    peaks = PUBLISHED_PEAKS[variant]
+    steps = roofline_steps(1, 256, peaks, peaks["gb_per_s"])
+    return LabStep(variant, conv, sum(by_op.values()) - conv, LAB_REFERENCE["fp32_time_s"] / LAB_STEPS,
+                   {mode: sum(point.arithmetic_s for point in points) for mode, points in steps.items()},
+                   {mode: roofline_step_s(points) for mode, points in steps.items()})
+
+
+def tensor_cores_sentence(variant: str = "H200 SXM") -> str:
+    """What Tensor Cores do for this model, the same everywhere the app says it: for `variant`, from its peaks."""
+    peaks = PUBLISHED_PEAKS[variant]
+    return (f"On an Ampere-or-newer GPU the lab's fp32 convolutions already run on Tensor Cores, in TF32 as PyTorch "
+            f"defaults them ({peaks['tf32']:g} TFLOP/s dense on an {variant}); 16-bit doubles that rate "
+            f"({peaks['bf16']:g}) and multiplies the linear layers', strict fp32 by default ({peaks['fp32']:g}), by "
+            f"about {peaks['bf16'] / peaks['fp32']:.0f}. This model's step is not bound by its arithmetic, so those "
+            "rates move its step time only a little.")
 
 
 PROFILE_GAP = 0.2  # a profiled step further than this from the run's steady step may not describe the timed steps
@@ -197,7 +280,7 @@ def profile_beside_steady(result: RunResult) -> str | None:
         return None
     profiled, steady = result.profile["step_s"], result.config.batch_size / result.steady_images_per_s
     gap = profiled / steady - 1
-    said = (f"The profiled window's step took {_duration(profiled)}, the run's steady step {_duration(steady)} "
+    said = (f"The profiled window's step took {duration(profiled)}, the run's steady step {duration(steady)} "
             f"({gap:+.0%})")
     if abs(gap) <= PROFILE_GAP:
         return said + ": the profile describes the step the run timed."

@@ -3,6 +3,7 @@ and what this server's hardware promises."""
 
 import streamlit as st
 
+from lessons.step_budget import tensor_cores_sentence
 from ui import jobs, server_bundle
 from ui.predict import predict_then_check
 from ui.reference import local_references, this_machine_class
@@ -25,15 +26,14 @@ less time); what you get depends on the device.
 )
 with st.expander("Deeper: where the time and the memory come from"):
     st.markdown(
-        """
-NVIDIA's Tensor Cores (and AMX units on recent Intel CPUs) run 16-bit matrix products several times faster than
-fp32 ones, and every 16-bit tensor moves half the bytes through memory. Inside an `autocast` block, PyTorch runs
-each operation in the precision its device's list gives it: matrix products in fp16 or bf16; losses and, on a GPU,
-softmax, exp, log, sums and normalisations in fp32 (on a CPU far fewer ops go to fp32: *Adding AMP* shows the
-measured lists). The time AMP saves comes from two places: the matrix products move onto Tensor Cores, and the
-memory-bound operations (the activations written and read by ReLU, pooling and the rest, most of this CNN's GPU
-kernels) move roughly half the bytes (max-pooling's int64 indices stay as large). The memory it saves is the
-activations kept for the backward pass.
+        tensor_cores_sentence() + """ AMX units on recent Intel CPUs run bf16 products in hardware too, and every
+16-bit tensor moves half the bytes through memory. Inside an `autocast` block, PyTorch runs each operation in the
+precision its device's list gives it: matrix products in fp16 or bf16; losses and, on a GPU, softmax, exp, log,
+sums and normalisations in fp32 (on a CPU far fewer ops go to fp32: *Adding AMP* shows the measured lists). The
+time AMP can save comes from two places: the matrix products run at the 16-bit rate, and the memory-bound
+operations (the activations written and read by ReLU, pooling and the rest, most of this CNN's GPU kernels) move
+roughly half the bytes (max-pooling's int64 indices stay as large). The memory it saves is the activations kept
+for the backward pass. *When AMP pays off* counts how much of the lab's step those two are.
 """
     )
 

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from lessons.payoff import breakdown_sentence, summarize_breakdown, summarize_sweep, verdict
-from lessons.step_budget import PUBLISHED_SOURCE, lab_step_on
+from lessons.step_budget import PUBLISHED_SOURCE, lab_step_on, tensor_cores_sentence
 from server.batch_probe import PROBE_CEILING
 from server.offer import (
     BREAKDOWN_STEPS,
@@ -132,32 +132,24 @@ arithmetic: the same operations run, some of them faster. A step gains only wher
 waits for: if the GPU (or CPU) sits idle waiting for the next batch, or if the batch is so small that fixed costs
 per step (launching kernels, Python, the optimizer) dominate, AMP changes little. This page measures both on
 this server.
-
-On a CPU there is a third cost that is not arithmetic: getting fresh memory. With the C library's default
-settings, every large activation and gradient of a step is mapped fresh from the operating system, which zeroes
-each page before handing it over; for the lab's model at batch 256 that alone took a third of an fp32 step and
-two fifths of a bf16 step on this project's CPU. The trainer therefore tells the allocator to reuse freed memory on CPU
-runs; each result records it under `host_malloc` in its environment, and `python -m trainer run
---default-malloc` times the default.
 """
 )
+with st.expander("On a CPU, a third cost: fresh memory"):
+    st.markdown(
+        """
+With the C library's default settings, every large activation and gradient of a step is mapped fresh from the
+operating system, which zeroes each page before handing it over; for the lab's model at batch 256 that alone took a
+third of an fp32 step and two fifths of a bf16 step on this project's CPU. The trainer therefore tells the allocator
+to reuse freed memory on CPU runs; each result records it under `host_malloc` in its environment, and `python -m
+trainer run --default-malloc` times the default.
+"""
+    )
 
 st.subheader("The step's budget")
-flops, lab_step, on_h200 = lab_step_on("H200")
-st.markdown(
-    f"""
-Count the arithmetic first. One training step of the lab's model at batch 256, forward and backward, is
-**{flops / 1e9:.2f} GFLOP**, counted by PyTorch's own FLOP counter (`torch.utils.flop_counter`) on the model itself.
-The lab measured {lab_step * 1e3:.1f} ms a step in fp32 (75 s over its 980 steps). At an H200's published dense
-peaks, that arithmetic would take **{on_h200['tf32'] * 1e6:.0f} µs in TF32** and **{on_h200['bf16'] * 1e6:.1f} µs in
-bf16**: under a thousandth of the step. So in a step like the lab's, nearly all the time goes to something other
-than arithmetic: loading and augmenting images, layers that only move bytes (ReLU, pooling, the optimizer's
-update), kernel launches and the per-step sync. AMP's 16-bit Tensor Core rate cannot shrink those; halving the
-bytes each activation takes can, a little. That is why a lab that promises a peak rate eight times fp32's
-measures 1.56x. Results sets each of your comparisons against this server's own measured peaks.
-"""
-)
-st.caption(f"H200 peaks: {PUBLISHED_SOURCE}. The lab ran on its own Tensor Core GPU, not an H200; on a slower one "
+st.markdown(lab_step_on("H200 SXM").paragraph())
+st.markdown(tensor_cores_sentence("H200 SXM") + " Results sets each of your comparisons against this server's own "
+            "measured peaks.")
+st.caption(f"H200 SXM peaks: {PUBLISHED_SOURCE}. The lab ran on its own Tensor Core GPU, not an H200; on a slower one "
            "the arithmetic's share is larger, and still small.")
 
 st.subheader("The roofline of the lab's model")

@@ -117,6 +117,18 @@ def tf32_switched(enabled: bool):
         _write_switches(before)
 
 
+def default_tf32() -> dict[str, bool]:
+    """Whether PyTorch's own defaults (as this process started with them) let fp32 convolutions ("conv") and matmuls
+    ("matmul") run in TF32 on an Ampere-or-newer GPU: the fp32 a script that sets no switch runs, as the lab's."""
+    before = tuple(getattr(owner, name) for owner, name in _tf32_switches())
+    restore_tf32_defaults()
+    try:
+        flags = tf32_flags()
+    finally:
+        _write_switches(before)
+    return {"conv": flags["cudnn_allow_tf32"], "matmul": flags["cuda_matmul_allow_tf32"]}
+
+
 def _tf32_switches() -> tuple[tuple[object, str], ...]:
     """The switches set_tf32 writes, with their parents, parents first (setting a parent rewrites its children)."""
     b = torch.backends

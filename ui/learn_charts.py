@@ -11,7 +11,7 @@ import pandas as pd
 from lessons.amp_step import STEP_PARTS
 from lessons.number_formats import BitLayout, FormatRange
 from lessons.payoff import COMPUTE_PART, WAIT_PART, WORKERS_PART
-from lessons.roofline import ROOFLINE_MODES, layer_costs
+from lessons.roofline import layer_costs, roofline_modes
 from lessons.underflow import FP16_MAX, FP16_SMALLEST_NORMAL, FP16_SMALLEST_SUBNORMAL, HistogramBin, ScaleOutcome
 from ui.charts import precision_scale
 
@@ -449,24 +449,25 @@ def amp_step_chart(highlighted: tuple[str, ...] | set[str]) -> alt.LayerChart:
             .configure_view(stroke=None))
 
 
-ROOF_COLOURS = {"fp32": "#4c78a8", "AMP": "#f58518"}
+ROOF_COLOURS = {"strict fp32": "#4c78a8", "fp32 as the lab ran it": "#72b7b2", "TF32": "#54a24b", "AMP": "#f58518"}
 
 
 def roofline_chart(width: int, batch_size: int, tflops: dict[str, float], gb_per_s: float) -> alt.LayerChart:
     """The lab's matrix-product layers on this device's roofline, log-log: attainable TFLOP/s against FLOPs per byte,
-    one roof per mode (the bandwidth's slope up to the mode's peak rate) and each layer at its intensity in fp32
-    and under AMP (16-bit activations move half the bytes, so its points sit further right, under a higher roof)."""
+    one roof per mode this device has rates for (the bandwidth's slope up to its convolutions' peak rate) and each
+    layer at its intensity in each mode, under its own kind's rate (AMP's 16-bit activations move half the bytes, so
+    its points sit further right, under a higher roof)."""
     intensities = [10 ** (exponent / 4) for exponent in range(-4, 17)]  # 0.1 to 10,000 FLOPs per byte
     roofs, points = [], []
-    for mode, kinds in ROOFLINE_MODES.items():
-        peak = tflops[kinds["conv"]]
+    for mode in (mode for mode in roofline_modes() if {mode.conv, mode.linear} <= set(tflops)):
+        peak = tflops[mode.conv]
         corner = peak * 1e3 / gb_per_s  # the ridge: where the bandwidth's slope meets the peak
-        roofs += [{"mode": mode, "intensity": i, "tflops": min(peak, gb_per_s * i / 1e3)}
+        roofs += [{"mode": mode.name, "intensity": i, "tflops": min(peak, gb_per_s * i / 1e3)}
                   for i in sorted([*intensities, corner])]
-        for layer in layer_costs(width, batch_size, sixteen_bit=mode == "AMP"):
+        for layer in layer_costs(width, batch_size, sixteen_bit=mode.sixteen_bit):
             if layer.flops:
-                rate = tflops[kinds[layer.kind]]
-                points.append({"mode": mode, "layer": layer.name, "intensity": layer.intensity,
+                rate = tflops[mode.rates[layer.kind]]
+                points.append({"mode": mode.name, "layer": layer.name, "intensity": layer.intensity,
                                "tflops": min(rate, gb_per_s * layer.intensity / 1e3),
                                "bound": "arithmetic" if layer.intensity * gb_per_s / 1e3 >= rate else "bytes"})
     colour = alt.Color("mode:N", title="Mode", scale=alt.Scale(domain=list(ROOF_COLOURS),

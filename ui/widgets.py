@@ -9,7 +9,7 @@ import streamlit as st
 
 from lessons.amp_step import PAGE_PARTS, highlight_sentence
 from lessons.interpret import interpret, loss_tracking
-from lessons.roofline import roofline_rows
+from lessons.roofline import roofline_rows, roofline_sentence, roofline_steps
 from lessons.step_budget import PUBLISHED_PEAKS, PUBLISHED_SOURCE, budget_rows, budget_sentence, run_budget
 from lessons.verdicts import distinct_warnings, headline, timing_summary
 from server.devices import Slot
@@ -253,12 +253,15 @@ def amp_step_picture(page: str) -> None:
     st.caption(highlight_sentence(page))
 
 
+MODE_COLUMNS = {"fp32 as the lab ran it": "lab's fp32"}  # the roofline table's short header for the widest name
+
+
 def roofline_panel(width: int = 1, batch_size: int = 256) -> None:
     """The lab's model on a roofline: an H200's published peaks, or any device this server has measured (its
     comparisons record them); the chart, the per-layer table and what the two bounds add up to."""
-    devices = {f"NVIDIA H200, published ({PUBLISHED_SOURCE})": (
-        {dtype: rate for dtype, rate in PUBLISHED_PEAKS["H200"].items() if dtype != "gb_per_s"},
-        PUBLISHED_PEAKS["H200"]["gb_per_s"])}
+    h200 = PUBLISHED_PEAKS["H200 SXM"]
+    devices = {f"NVIDIA H200 SXM, published ({PUBLISHED_SOURCE})": (
+        {dtype: rate for dtype, rate in h200.items() if dtype != "gb_per_s"}, h200["gb_per_s"])}
     for measured in stored_peaks(server_bundle.settings().peaks_cache_path):
         if measured.copy_gb_per_s and {"fp32", "bf16"} <= set(measured.matmul_tflops):
             devices[f"{measured.device_name}, measured here (torch {measured.torch_version})"] = (
@@ -266,17 +269,15 @@ def roofline_panel(width: int = 1, batch_size: int = 256) -> None:
     chosen = st.selectbox("Device", list(devices), index=len(devices) - 1, key="roofline-device")
     tflops, gb_per_s = devices[chosen]
     st.altair_chart(roofline_chart(width, batch_size, tflops, gb_per_s), width="stretch", key="roofline")
-    rows = roofline_rows(width, batch_size, tflops, gb_per_s)
-    # fp32 and AMP in one cell each ("fp32 / AMP"): five columns fit an 800 px window, nine did not.
+    steps = roofline_steps(width, batch_size, tflops, gb_per_s)
+    # Bytes in one cell ("fp32 / AMP") and a short time column per mode: seven columns fit an 800 px window.
     st.table([{"layer": row["layer"], "GFLOP": row["GFLOP"],
                "MB, fp32 / AMP": f"{row['MB, fp32']:,.1f} / {row['MB, AMP']:,.1f}",
-               "bound by, fp32 / AMP": f"{row['bound, fp32']} / {row['bound, AMP']}",
-               "µs, fp32 / AMP": f"{row['µs, fp32']:,.2f} / {row['µs, AMP']:,.2f}"} for row in rows], hide_index=True)
-    fp32_us, amp_us = sum(row["µs, fp32"] for row in rows), sum(row["µs, AMP"] for row in rows)
-    st.markdown(f"Layer by layer at these peaks, a step could take **{fp32_us:,.1f} µs in strict fp32** and "
-                f"**{amp_us:,.1f} µs under AMP**: at best {fp32_us / amp_us:.1f}x, and that only if nothing but "
-                "arithmetic and memory traffic took time. Most layers are bound by their bytes, which 16-bit "
-                "activations halve; the convolution with the most arithmetic gains from the faster 16-bit rate.")
+               **{MODE_COLUMNS.get(mode, mode): row[f"time, {mode}"] for mode in steps}}
+              for row in roofline_rows(steps)], hide_index=True)
+    st.markdown(roofline_sentence(steps))
+    st.caption("Each time is the slower of the layer's arithmetic and its bytes at these peaks (the chart's tooltips "
+               "say which). A device without TF32 (a CPU) has strict fp32 and AMP only.")
 
 
 def profile_panel(runs: Mapping[str, RunResult]) -> None:

@@ -7,11 +7,14 @@ import pytest
 
 from lessons.roofline import layer_costs, place
 from lessons.step_budget import (
+    PUBLISHED_PEAKS,
     budget_rows,
     budget_sentence,
     lab_step_on,
     matmul_dtype,
+    published_note,
     published_peaks,
+    published_variant,
     run_budget,
     shape_flops,
     step_flops,
@@ -30,12 +33,48 @@ def test_torchs_flop_count_matches_the_count_from_the_layer_shapes(width, batch_
 
 
 def test_the_labs_step_is_11_4_gflop_and_an_h200_needs_microseconds_for_it():
-    flops, step_s, at_peak = lab_step_on("H200")
-    assert flops == pytest.approx(11.38e9, rel=1e-3)
-    assert step_s == pytest.approx(75 / 980)
-    assert at_peak["tf32"] == pytest.approx(23e-6, rel=0.01) and at_peak["bf16"] == pytest.approx(11.5e-6, rel=0.01)
-    assert published_peaks("NVIDIA H200 NVL") is published_peaks("NVIDIA H200")
-    assert published_peaks("CPU: AMD EPYC") is None
+    lab = lab_step_on("H200 SXM")
+    assert lab.conv_flops + lab.linear_flops == pytest.approx(11.38e9, rel=1e-3)
+    assert lab.step_s == pytest.approx(75 / 980)
+    assert lab.arithmetic_s["TF32"] == pytest.approx(23e-6, rel=0.01)
+    assert lab.arithmetic_s["AMP"] == pytest.approx(11.5e-6, rel=0.01)
+
+
+def test_the_labs_step_at_its_own_fp32_is_64_7_us_of_arithmetic_and_amp_allows_1_93x_at_best():
+    """Issue 32: fp32 as the lab ran it (TF32 convolutions, strict fp32 linear layers), recomputed from the shapes."""
+    c1, c2, hidden, b = 32, 64, 512, 256
+    conv = 2 * (2 * b * 32 * 32 * c1 * 3 * 9) + 3 * (2 * b * 16 * 16 * c2 * c1 * 9)  # conv1 needs no input gradient
+    linear = 3 * (2 * b * c2 * 8 * 8 * hidden) + 3 * (2 * b * hidden * 10)
+    h200 = PUBLISHED_PEAKS["H200 SXM"]
+    assert conv / (h200["tf32"] * 1e12) == pytest.approx(16.5e-6, abs=0.05e-6)
+    assert linear / (h200["fp32"] * 1e12) == pytest.approx(48.2e-6, abs=0.05e-6)
+    lab = lab_step_on("H200 SXM")
+    assert (lab.conv_flops, lab.linear_flops) == (conv, linear)
+    assert lab.arithmetic_s["fp32 as the lab ran it"] == pytest.approx(64.7e-6, abs=0.05e-6)
+    assert lab.roofline_s["fp32 as the lab ran it"] == pytest.approx(177e-6, abs=0.5e-6)
+    assert lab.roofline_s["fp32 as the lab ran it"] / lab.roofline_s["AMP"] == pytest.approx(1.93, abs=0.005)
+    # What that leaves of the lab's 76.5 ms step: AMP can save under 0.1 ms of it.
+    assert lab.saved_at_most_s < 0.1e-3 and lab.speedup_at_most < 1.002
+    paragraph = lab.paragraph()
+    assert "**64.7 µs**" in paragraph and "a speedup of at most **1.001x**" in paragraph
+    assert "the lab's 1.56x is not explained by this model" in paragraph and "exactly" not in paragraph
+
+
+def test_published_peaks_are_the_exact_variants_and_a_variant_without_figures_says_so():
+    assert published_variant("NVIDIA H200") == "H200 SXM" and published_variant("NVIDIA H200 NVL") == "H200 NVL"
+    assert published_variant("NVIDIA H100 80GB HBM3") == "H100 SXM"
+    assert published_variant("NVIDIA H100 PCIe") == "H100 PCIe" and published_variant("NVIDIA H100 NVL") == "H100 NVL"
+    assert published_variant("NVIDIA A100-SXM4-80GB") == "A100 SXM 80 GB"
+    assert published_variant("NVIDIA A100 80GB PCIe") == "A100 PCIe 80 GB"
+    assert published_variant("NVIDIA A100-PCIE-40GB") == published_variant("NVIDIA A100-SXM4-40GB") == "A100 40 GB"
+    assert published_variant("NVIDIA L4") == "L4" and published_peaks("NVIDIA L40S") is None
+    assert published_peaks("NVIDIA H100 PCIe")["gb_per_s"] < published_peaks("NVIDIA H100 80GB HBM3")["gb_per_s"]
+    assert published_peaks("CPU: AMD EPYC") is None and published_note("CPU: AMD EPYC") is None
+    assert published_variant("NVIDIA H100 80GB HBM3 MIG 1g.10gb") is None
+    assert "MIG slice" in published_note("NVIDIA H100 80GB HBM3 MIG 1g.10gb")
+    assert published_note("NVIDIA GH200 480GB") == ("this app has no published peaks for the NVIDIA GH200 480GB: only "
+                                                    "its measured ones are used")
+    assert published_note("NVIDIA H200") is None
 
 
 def test_each_mode_runs_its_convolutions_and_linear_layers_in_its_own_arithmetic():
