@@ -9,7 +9,7 @@ kernel reads or writes, moved once per kernel (no cache reuse between kernels, n
 sizes follow the mode: fp32 everywhere without AMP; under autocast the convolutions and linear layers, and so the
 ReLU and pooling after them, run on 16-bit tensors (the input is cast once), the loss and the weights' master copy
 and gradients stay fp32, and max-pooling keeps int64 indices for its backward in either mode. The FLOPs are the
-same count as lessons/step_budget.step_flops (tested equal).
+same count as trainer/model.step_flops (tested equal).
 """
 
 from __future__ import annotations

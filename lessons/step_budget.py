@@ -8,16 +8,14 @@ faster arithmetic can touch at all.
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
-from functools import lru_cache
-
-import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from lessons.roofline import AMP, LAB_FP32, duration, layer_costs, place, roofline_modes, roofline_steps
 from lessons.roofline import step_s as roofline_step_s
-from trainer.model import SimpleCNN
+from trainer.model import flops_by_kind
 from trainer.peaks import DevicePeaks
+from trainer.precision import matmul_dtype
 from trainer.results import LAB_REFERENCE, RunResult
 
 # Published dense peaks (TFLOP/s, no sparsity) and memory bandwidth (GB/s) of each variant, from NVIDIA's datasheets
@@ -46,18 +44,6 @@ ARITHMETIC_BOUND_SHARE = 0.5
 SIXTEEN_BIT_MODES = ("amp-fp16", "amp-bf16", "amp-fp16-unscaled", "fp16-true")
 
 
-@lru_cache(maxsize=32)
-def step_flops(width: int, batch_size: int) -> dict[str, int]:
-    """FLOPs of one training step (forward, loss, backward) of the lab's model at `width` and `batch_size`, by
-    operator, counted by torch.utils.flop_counter on the meta device: shapes only, no arithmetic done."""
-    model = SimpleCNN(width).to("meta")
-    images = torch.empty(batch_size, 3, 32, 32, device="meta")
-    labels = torch.zeros(batch_size, dtype=torch.long, device="meta")
-    with FlopCounterMode(display=False) as counter:
-        torch.nn.functional.cross_entropy(model(images), labels).backward()
-    return {str(op): int(flops) for op, flops in counter.get_flop_counts()["Global"].items()}
-
-
 def shape_flops(width: int, batch_size: int) -> int:
     """The same count from the layer shapes by hand (2 FLOPs per multiply-add), to check the counter: forward, then
     the backward's two products per layer (input gradient and weight gradient), except the first convolution's
@@ -70,18 +56,6 @@ def shape_flops(width: int, batch_size: int) -> int:
     forward = conv1 + conv2 + fc1 + fc2
     backward = conv1 + 2 * conv2 + 2 * fc1 + 2 * fc2
     return forward + backward
-
-
-def matmul_dtype(precision: str, convolution: bool, tf32_convs: bool) -> str:
-    """The arithmetic a precision mode's convolutions or linear layers run in: 16-bit under AMP; TF32 for tf32, and
-    for fp32-default's convolutions where the run had cuDNN's TF32 on; else fp32."""
-    if precision in ("amp-fp16", "amp-fp16-unscaled", "fp16-true"):
-        return "fp16"
-    if precision == "amp-bf16":
-        return "bf16"
-    if precision == "tf32" or (precision == "fp32-default" and convolution and tf32_convs):
-        return "tf32"
-    return "fp32"
 
 
 @dataclass(frozen=True)
@@ -103,6 +77,11 @@ class StepBudget:
     @property
     def roofline_share(self) -> float:
         return self.roofline_s / self.step_s
+
+    @property
+    def peaks_too_low(self) -> bool:
+        """A lower bound above the step it bounds: the measured peaks are below what the device did in this step."""
+        return self.roofline_s > self.step_s
 
     @property
     def published_share(self) -> float | None:
@@ -161,9 +140,45 @@ def run_budget(label: str, result: RunResult, peaks: DevicePeaks) -> StepBudget 
                       sum(p.bytes_s for p in points), sum(p.bound_s for p in points), published_s)
 
 
+def peaks_provenance(peaks: DevicePeaks, device_name: str) -> str:
+    """Where a budget's peaks come from: the device and torch, each rate at the size it reached its plateau, when and
+    under what load they were measured, and the published peaks or why there are none."""
+    rates = ", ".join(f"{dtype} {tflops:,.3g}" + (f" (at {peaks.matmul_sides[dtype]})" if dtype in peaks.matmul_sides
+                                                  else "") for dtype, tflops in peaks.matmul_tflops.items())
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(peaks.measured_at)) if peaks.measured_at else "an unknown day"
+    load = peaks.load or {}
+    busy = ("" if "other_cpu_share" not in load else f", other processes using {load['other_cpu_share']:.0%} of "
+            f"the {load['cores']} CPU cores (load average {load['load_avg_1min']:.1f})")
+    note = published_note(device_name)
+    published = (f" Published peaks: {PUBLISHED_SOURCE}." if published_peaks(device_name) else
+                 f" {note[0].upper()}{note[1:]}." if note else "")
+    return (f"FLOPs counted by torch.utils.flop_counter over one forward and backward pass at this run's width and "
+            f"batch. Measured peaks on {peaks.device_name} (torch {peaks.torch_version}), {when}{busy}: matrix "
+            f"multiply, TFLOP/s: {rates}; memory copy {peaks.copy_gb_per_s:,.3g} GB/s; one tiny operation "
+            f"{peaks.launch_us:.3g} µs each, launched back to back. Convolutions are set against the matrix-multiply "
+            f"rate, which they can at best reach.{published}")
+
+
+def peaks_beaten(result: RunResult) -> bool:
+    """Whether a finished run's step came in under the lower bound its recorded peaks give it (the budget's own
+    test, so the server measures again exactly when a budget would say "too low")."""
+    if not result.device_peaks:
+        return False
+    budget = run_budget("", result, DevicePeaks.from_dict(result.device_peaks))
+    return budget is not None and budget.peaks_too_low
+
+
 def budget_sentence(budgets: list[StepBudget]) -> str:
     """What the budgets say: how much of each step its arithmetic and its bytes need at this device's measured best,
     and so how much of the step a faster arithmetic, or fewer bytes, could remove."""
+    low = [b for b in budgets if b.peaks_too_low]
+    if low:  # never a lower bound above what it bounds: the peaks are wrong, and the sentence says so
+        said = "; ".join(f"{b.label} took {duration(b.step_s)} a step, faster than the {duration(b.roofline_s)} "
+                         "these peaks allow" for b in low)
+        return (f"This device's peak measurement is too low to judge these steps: {said}. The peaks were measured "
+                "below what the device really does (a busy machine while they were measured, or a multiply too "
+                "small to reach its best rate), so this server measures them again before its next job; run the "
+                "comparison again to see its budget.")
     parts = [f"{b.label}: the arithmetic needs {duration(b.arithmetic_s)} and the bytes {duration(b.bytes_s)} of a "
              f"{duration(b.step_s)} step; each layer held to the slower of its two, the step needs at least "
              f"{duration(b.roofline_s)} ({b.roofline_share:.0%} of it)" for b in budgets]
@@ -189,7 +204,8 @@ def budget_rows(budgets: list[StepBudget]) -> list[dict]:
                "Bytes per step": f"{b.bytes / 1e6:.0f} MB",
                "Measured step": duration(b.step_s), "Arithmetic at peak": duration(b.arithmetic_s),
                "Bytes at peak": duration(b.bytes_s),
-               "Roofline (layer by layer)": f"{duration(b.roofline_s)} ({b.roofline_share:.1%})"}
+               "Roofline (layer by layer)": "above the step: peaks too low" if b.peaks_too_low else
+               f"{duration(b.roofline_s)} ({b.roofline_share:.1%})"}
         if b.published_s is not None:
             row["Roofline at the published peaks"] = f"{duration(b.published_s)} ({b.published_share:.2%})"
         rows.append(row)
@@ -251,11 +267,10 @@ class LabStep:
 
 def lab_step_on(variant: str = "H200 SXM") -> LabStep:
     """The lab's step against `variant`'s published peaks (PUBLISHED_PEAKS)."""
-    by_op = step_flops(1, 256)
-    conv = by_op["aten.convolution"] + by_op["aten.convolution_backward"]
+    flops = flops_by_kind(1, 256)
     peaks = PUBLISHED_PEAKS[variant]
     steps = roofline_steps(1, 256, peaks, peaks["gb_per_s"])
-    return LabStep(variant, conv, sum(by_op.values()) - conv, LAB_REFERENCE["fp32_time_s"] / LAB_STEPS,
+    return LabStep(variant, flops["conv"], flops["linear"], LAB_REFERENCE["fp32_time_s"] / LAB_STEPS,
                    {mode: sum(point.arithmetic_s for point in points) for mode, points in steps.items()},
                    {mode: roofline_step_s(points) for mode, points in steps.items()})
 

@@ -29,11 +29,14 @@ from server.offer import Offer
 from server.records import FINISHED_STATUSES, JobSpec, JobView
 from server.settings import Settings
 from trainer.capabilities import resolve_device_type
+from trainer.child_process import run_python_json
 from trainer.comparison_table import format_seconds
 from trainer.config import RunConfig
 from trainer.errors import ConfigError, TrainerError, one_line
 from trainer.isolated import PrestartedRunner, RunOutcome
+from trainer.peaks import DevicePeaks, forget
 from trainer.progress import Progress
+from trainer.results import RunResult
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,7 @@ RESTART_NOTICE = ("The server restarted while this job was running: it runs agai
                   "queue.")
 MAX_REASON_CHARS = 200  # an instructor's reason for a cancel, as the learner reads it
 INTERRUPTED_TWICE = "interrupted by a second server restart while it ran; submit the job again"
+PEAKS_TIMEOUT_S = 180.0  # measuring a device's peaks: under 20 s on a 2-core CPU, seconds on a GPU
 
 
 @dataclass
@@ -108,6 +112,7 @@ class JobManager:
         slots: list[Slot] | None = None,
         silent_run_limit_s: float | None = None,
         offer: Callable[[], Offer] | None = None,
+        peaks_beaten: Callable[[RunResult], bool] | None = None,
     ):
         self.settings = settings
         # A hung run (a stuck driver call, a deadlocked loader) would hold its worker, and its GPU, for good.
@@ -132,6 +137,11 @@ class JobManager:
         self.slots = slots  # the workers' slots (None: start() finds them); replaced, never changed in place
         self._workers: dict[str, threading.Thread] = {}  # slot label -> its worker, until the slot goes
         self.requeued_at_start = self.interrupted_at_start = 0
+        # With `peaks_beaten` (the step budget's own test, which the app passes in), the workers whose device's peak
+        # rates (trainer/peaks.py) are to be measured the next time they are idle: each local worker's at its start,
+        # and again after a run beat them. A cluster's nodes are not this machine: their runs measure their own.
+        self._peaks_due: set[str] = set()
+        self._peaks_beaten = peaks_beaten
 
     def start(self) -> JobManager:
         """Open the history; on a server set up for a cluster, join it (and, unless `slots` fixed them, have the
@@ -293,6 +303,8 @@ class JobManager:
     # ---- the worker ---------------------------------------------------------------------------
 
     def _start_worker(self, slot: Slot) -> None:
+        if self._peaks_beaten is not None and not self.settings.ray_address:
+            self._peaks_due.add(slot.label)
         worker = threading.Thread(target=self._work, args=(slot.label,), name=f"amp-lab-jobs-{slot.label}", daemon=True)
         self._workers[slot.label] = worker
         worker.start()
@@ -346,24 +358,22 @@ class JobManager:
     def _work(self, label: str) -> None:
         while True:
             with self._cond:
-                while (slot := self._slot(label)) is not None and not self._stopping and not self._has_work():
+                while ((slot := self._slot(label)) is not None and not self._stopping and not self._has_work()
+                       and label not in self._peaks_due):
                     self._cond.wait()
                 if self._stopping:
                     return
                 if slot is None:
                     del self._workers[label]
                     return
-                job = self._jobs[self._ordered()[0]]
-                self._queue.remove(job.id)
-                self._head.discard(job.id)
-                self._order = None
-                self._started[job.learner_id] += 1
-                job.status = "running"
-                job.started_at = time.time()
-                if slot.gpu is not None:
-                    job.extras["gpu"] = dict(slot.gpu)
-                self._running[job.id] = job
-                self._persist(job)
+                if not self._has_work():  # idle, and this worker's peaks are due: measured now, not in a job
+                    self._peaks_due.discard(label)
+                    job = None
+                else:
+                    job = self._take(slot)
+            if job is None:
+                self._measure_peaks(slot)
+                continue
             try:
                 self._execute(job, slot)
             except Exception as err:  # the worker must outlive any job, whatever goes wrong in it
@@ -374,6 +384,33 @@ class JobManager:
                 with self._cond:
                     self._running.pop(job.id, None)
                     self._forget_old_jobs()
+
+    def _take(self, slot: Slot) -> _Job:
+        """The next job in the queue's order, now running on `slot` (holding the lock)."""
+        job = self._jobs[self._ordered()[0]]
+        self._queue.remove(job.id)
+        self._head.discard(job.id)
+        self._order = None
+        self._started[job.learner_id] += 1
+        job.status = "running"
+        job.started_at = time.time()
+        if slot.gpu is not None:
+            job.extras["gpu"] = dict(slot.gpu)
+        self._running[job.id] = job
+        self._persist(job)
+        return job
+
+    def _measure_peaks(self, slot: Slot) -> None:
+        """This worker's device's peak rates into the server's cache, in a fresh process pinned as its jobs are
+        (trainer/peaks.py; it returns at once when the cache has them). A failure is logged: the runs then measure
+        the peaks themselves after training, as the command line does."""
+        args = ["-m", "trainer.peaks", "--cache", str(self.settings.peaks_cache_path), "--device", self.device_type]
+        try:
+            measured = DevicePeaks.from_dict(run_python_json(args, timeout_s=PEAKS_TIMEOUT_S, env=dict(slot.env)))
+        except TrainerError as err:
+            log.warning("measuring the peak rates of %s failed: %s", slot.label, err)
+            return
+        log.info("peak rates of %s (%s): %s", slot.label, measured.key, measured.matmul_tflops)
 
     def _execute(self, job: _Job, slot: Slot) -> None:
         for index, config in enumerate(job.spec.runs):
@@ -387,6 +424,9 @@ class JobManager:
                 self._persist(job)
             started = time.monotonic()
             outcome = self._run_one(job, index, config, slot)
+            if outcome.result is not None and self._beaten(outcome.result):
+                with self._cond:
+                    self._peaks_due.add(slot.label)
             with self._cond:
                 job.outcomes.append(outcome)
                 job.extras.setdefault("run_wall_s", []).append(round(time.monotonic() - started, 3))
@@ -451,6 +491,15 @@ class JobManager:
                 error = f"the run reported no progress for {limit} (its last report: {last}) and was stopped as hung"
             return _failed_outcome(config, f"{error} (the server's silent_run_limit_s)", "StalledError")
         return outcome
+
+    def _beaten(self, result: RunResult) -> bool:
+        """Whether a finished run beat the peaks it was set against; then they are dropped from the cache."""
+        if not result.device_peaks or self._peaks_beaten is None or not self._peaks_beaten(result):
+            return False
+        peaks = DevicePeaks.from_dict(result.device_peaks)
+        log.warning("a run beat the cached peak rates of %s: they are measured again", peaks.key)
+        forget(peaks, self.settings.peaks_cache_path)
+        return True
 
     def _probe_max_batch(self, job: _Job, slot: Slot) -> None:
         if self.device_type != "cuda":

@@ -1,9 +1,12 @@
-"""The lab's SimpleCNN, with a width multiplier so learners can scale the arithmetic per step."""
+"""The lab's SimpleCNN, with a width multiplier so learners can scale the arithmetic per step, and its FLOPs."""
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
 from trainer.config import WIDTHS
 from trainer.errors import ConfigError
@@ -48,3 +51,22 @@ def build_model(width: int, device: torch.device, channels_last: bool = False, s
 
 def count_parameters(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+@lru_cache(maxsize=32)
+def step_flops(width: int, batch_size: int) -> dict[str, int]:
+    """FLOPs of one training step (forward, loss, backward) of the lab's model at `width` and `batch_size`, by
+    operator, counted by torch.utils.flop_counter on the meta device: shapes only, no arithmetic done."""
+    model = SimpleCNN(width).to("meta")
+    images = torch.empty(batch_size, 3, 32, 32, device="meta")
+    labels = torch.zeros(batch_size, dtype=torch.long, device="meta")
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+    return {str(op): int(flops) for op, flops in counter.get_flop_counts()["Global"].items()}
+
+
+def flops_by_kind(width: int, batch_size: int) -> dict[str, int]:
+    """step_flops summed by the kind of layer that does them: {"conv": ..., "linear": ...}."""
+    by_op = step_flops(width, batch_size)
+    conv = by_op.get("aten.convolution", 0) + by_op.get("aten.convolution_backward", 0)
+    return {"conv": conv, "linear": sum(by_op.values()) - conv}

@@ -93,6 +93,18 @@ class PrecisionPolicy:
         return tf32_flags()
 
 
+def matmul_dtype(precision: str, convolution: bool, tf32_convs: bool) -> str:
+    """The arithmetic a precision mode's convolutions or linear layers run in: 16-bit under AMP; TF32 for tf32, and
+    for fp32-default's convolutions where the run had cuDNN's TF32 on; else fp32."""
+    if precision in ("amp-fp16", "amp-fp16-unscaled", "fp16-true"):
+        return "fp16"
+    if precision == "amp-bf16":
+        return "bf16"
+    if precision == "tf32" or (precision == "fp32-default" and convolution and tf32_convs):
+        return "tf32"
+    return "fp32"
+
+
 def set_tf32(enabled: bool) -> None:
     """Switch TF32 for fp32 matmuls and convolutions on or off, so that fp32 means true fp32."""
     if _has_fp32_precision():

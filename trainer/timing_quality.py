@@ -120,7 +120,7 @@ class TimingMonitor:
         """The timing_quality record; None when the run never left warm-up."""
         if not self.points:
             return None
-        cpu = _cpu_shares(*self._cpu) if len(self._cpu) == 2 else None
+        cpu = cpu_shares(*self._cpu) if len(self._cpu) == 2 else None
         window_s = self._cpu[1].wall_s - self._cpu[0].wall_s if cpu else 0.0
         return assess(interval_throughputs(self.points), cpu, gpu, window_s)
 
@@ -139,7 +139,7 @@ def interval_throughputs(points: list[tuple[float, int]]) -> list[float]:
     ]
 
 
-def _cpu_shares(start: CpuSample, end: CpuSample) -> dict:
+def cpu_shares(start: CpuSample, end: CpuSample) -> dict:
     window_s = end.wall_s - start.wall_s
     capacity = window_s * end.cores
     busy = end.busy_s - start.busy_s

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
+from lessons.step_budget import peaks_beaten
 from server.console import ConsoleStore
 from server.guesses import GuessStore
 from server.history import HistoryStore
@@ -48,7 +49,8 @@ def _settings_for(environment: Environment) -> Settings:
 @st.cache_resource(show_spinner=False, on_release=lambda manager: manager.shutdown())
 def _job_manager_for(environment: Environment) -> JobManager:
     settings = _settings_for(environment)
-    return JobManager(settings, HistoryStore(settings.history_path), offer=lambda: _offer_for(environment)).start()
+    return JobManager(settings, HistoryStore(settings.history_path), offer=lambda: _offer_for(environment),
+                      peaks_beaten=peaks_beaten).start()
 
 
 @dataclass(frozen=True)

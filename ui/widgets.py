@@ -10,7 +10,15 @@ import streamlit as st
 from lessons.amp_step import PAGE_PARTS, highlight_sentence
 from lessons.interpret import interpret, loss_tracking
 from lessons.roofline import roofline_rows, roofline_sentence, roofline_steps
-from lessons.step_budget import PUBLISHED_PEAKS, PUBLISHED_SOURCE, budget_rows, budget_sentence, run_budget
+from lessons.step_budget import (
+    PUBLISHED_PEAKS,
+    PUBLISHED_SOURCE,
+    budget_rows,
+    budget_sentence,
+    peaks_provenance,
+    profile_beside_steady,
+    run_budget,
+)
 from lessons.verdicts import distinct_warnings, headline, timing_summary
 from server.devices import Slot
 from server.instructor import Capacity
@@ -238,13 +246,7 @@ def step_budget_panel(runs: Mapping[str, RunResult]) -> None:
         return
     st.markdown(budget_sentence(budgets))
     st.table(budget_rows(budgets), hide_index=True)
-    rates = ", ".join(f"{dtype} {tflops:,.3g}" for dtype, tflops in peaks.matmul_tflops.items())
-    published = "" if budgets[0].published_s is None else f" Published peaks: {PUBLISHED_SOURCE}."
-    st.caption(f"FLOPs counted by torch.utils.flop_counter over one forward and backward pass at this run's width and "
-               f"batch. Measured peaks on {peaks.device_name} (torch {peaks.torch_version}): matrix multiply, "
-               f"TFLOP/s: {rates}; memory copy {peaks.copy_gb_per_s:,.3g} GB/s; one tiny operation "
-               f"{peaks.launch_us:.3g} µs. Convolutions are set against the matrix-multiply rate, which they can at "
-               f"best reach.{published}")
+    st.caption(peaks_provenance(peaks, found.baseline.environment.get("device_name") or ""))
 
 
 def amp_step_picture(page: str) -> None:
@@ -299,11 +301,17 @@ def profile_panel(runs: Mapping[str, RunResult]) -> None:
     st.caption(f"{first['steps']} steps per run under torch.profiler, after the timed training and the accuracy "
                "check (which it does not change); each operator with everything it called. Host time not covered "
                "by operators is Python and the loop's own bookkeeping.")
+    for label, result in profiled.items():
+        beside = profile_beside_steady(result)
+        if beside and beside.endswith("the step the run timed."):
+            st.caption(f"{label}: {beside}")
+        elif beside:
+            st.warning(f"{label}: {beside}")
     kernels = [(label, kernel) for label, result in profiled.items() for kernel in result.profile.get("kernels", [])]
     if kernels:
-        with st.expander("GPU kernels that ran (Tensor Core kernels marked)"):
+        with st.expander("GPU kernels that ran (likely Tensor Core work marked, by the math type a name spells)"):
             st.dataframe([{"run": label, "kernel": k["name"], "ms per step": round(k["s"] * 1e3, 3),
-                           "Tensor Cores": "yes" if k["tensor_cores"] else ""} for label, k in kernels],
+                           "likely Tensor Core": "yes" if k["tensor_cores"] else ""} for label, k in kernels],
                          hide_index=True)
 
 

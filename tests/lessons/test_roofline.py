@@ -4,7 +4,7 @@ placed under its bound."""
 import pytest
 
 from lessons.roofline import FP32, HALF, layer_costs, place, ridge, step_bytes
-from lessons.step_budget import step_flops
+from trainer.model import step_flops
 
 
 @pytest.mark.parametrize("width, batch_size", [(1, 256), (2, 32), (4, 8)])

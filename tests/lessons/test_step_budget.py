@@ -11,16 +11,16 @@ from lessons.step_budget import (
     budget_rows,
     budget_sentence,
     lab_step_on,
-    matmul_dtype,
     published_note,
     published_peaks,
     published_variant,
     run_budget,
     shape_flops,
-    step_flops,
 )
 from tests.ui_fixtures import lab_pair
+from trainer.model import step_flops
 from trainer.peaks import DevicePeaks
+from trainer.precision import matmul_dtype
 
 CPU_PEAKS = DevicePeaks("CPU: test", "2.14.1", matmul_tflops={"fp32": 0.2, "bf16": 0.4, "fp16": 0.01},
                         copy_gb_per_s=20.0, launch_us=3.0)
@@ -137,3 +137,35 @@ def test_a_profile_is_set_beside_the_runs_steady_step_and_a_gap_over_a_fifth_is_
     far = profile_beside_steady(replace(run, profile={"step_s": 0.125}))
     assert "(+25%): more than 20% apart, so the profile may not describe the timed steps" in far
     assert "(-30%): more than 20% apart" in profile_beside_steady(replace(run, profile={"step_s": 0.070}))
+
+
+def test_a_budget_never_prints_a_lower_bound_above_its_step_it_says_the_peaks_are_too_low():
+    """Issue 32: a cached 512-matmul "peak" once told an 86.7 ms step it needed at least 352 ms (406% of it)."""
+    baseline, candidate = lab_pair("amp-bf16")
+    # The AMP step took 1.5 s for 11.4 GFLOP: 7.6 GFLOP/s at least. A bf16 "peak" of 5 GFLOP/s is below that.
+    slow_peaks = replace(CPU_PEAKS, matmul_tflops={"fp32": 0.2, "bf16": 0.005, "fp16": 0.01})
+    fine, low = run_budget("FP32", baseline, slow_peaks), run_budget("AMP (bf16)", candidate, slow_peaks)
+    assert not fine.peaks_too_low and low.peaks_too_low and low.roofline_s > low.step_s
+    sentence = budget_sentence([fine, low])
+    assert sentence.startswith("This device's peak measurement is too low to judge these steps: AMP (bf16) took ")
+    assert "measures them again before its next job" in sentence and "%" not in sentence
+    rows = budget_rows([fine, low])
+    assert rows[1]["Roofline (layer by layer)"] == "above the step: peaks too low"
+    assert rows[0]["Roofline (layer by layer)"].endswith("%)")
+
+
+def test_the_peaks_say_when_and_under_what_load_and_a_beaten_peak_is_found_by_the_budgets_own_test():
+    from lessons.step_budget import peaks_beaten, peaks_provenance
+
+    peaks = replace(CPU_PEAKS, measured_at=1796515200.0, matmul_sides={"fp32": 4096, "bf16": 2048},
+                    load={"cores": 2, "load_avg_1min": 0.4, "other_cpu_share": 0.03})
+    said = peaks_provenance(peaks, "CPU: test")
+    assert "Measured peaks on CPU: test (torch 2.14.1), 2026-12-06 00:00 UTC, other processes using 3% of the 2 CPU " \
+           "cores (load average 0.4)" in said
+    assert "fp32 0.2 (at 4096)" in said and "launched back to back" in said
+    assert "This app has no published peaks for the NVIDIA GH200 480GB" in peaks_provenance(peaks, "NVIDIA GH200 480GB")
+    baseline, candidate = lab_pair("amp-bf16")
+    assert not peaks_beaten(baseline)  # no peaks recorded
+    assert not peaks_beaten(replace(candidate, device_peaks=CPU_PEAKS.to_dict()))
+    low = replace(CPU_PEAKS, matmul_tflops={"fp32": 0.2, "bf16": 0.005, "fp16": 0.01})
+    assert peaks_beaten(replace(candidate, device_peaks=low.to_dict()))

@@ -779,3 +779,55 @@ def test_a_running_job_says_roughly_when_it_ends(make_manager):
     wait_until(lambda: manager.get(job).progress is not None)
     assert manager.get(job).remaining_s > 0 and manager.store.get_job(job).remaining_s is None  # live only
     runner.release.set()
+
+
+def test_an_idle_worker_measures_its_devices_peaks_once_and_again_after_a_run_beat_them(make_manager, monkeypatch,
+                                                                                         settings):
+    """Issue 32: peaks are measured by the server, once per device, in a fresh process pinned as the worker's jobs
+    are, while the worker is idle (not inside a learner's run); a run that beats them has them measured again."""
+    import server.jobs
+    from trainer.peaks import DevicePeaks
+
+    stored = DevicePeaks("CPU: fake", "2.14.1", matmul_tflops={"fp32": 0.2}, copy_gb_per_s=20.0)
+    measured = []
+
+    def measure(args, timeout_s, env):
+        measured.append((args, env))
+        return stored.to_dict()
+
+    monkeypatch.setattr(server.jobs, "run_python_json", measure)
+    beaten_runs = []
+
+    class PeakCarryingRunner(FakeRunner):
+        def __call__(self, config, **kwargs):
+            outcome = super().__call__(config, **kwargs)
+            outcome.result.device_peaks = stored.to_dict()
+            return outcome
+
+    def beaten(result):
+        beaten_runs.append(result.config.seed)
+        return result.config.seed == 1  # the budget's test, answered: the run with seed 1 beat them
+
+    slot = Slot("cpu", {"OMP_NUM_THREADS": "2"})
+    manager = make_manager(PeakCarryingRunner(), slots=[slot], peaks_beaten=beaten)
+    wait_until(lambda: len(measured) == 1)
+    args, env = measured[0]
+    assert args == ["-m", "trainer.peaks", "--cache", str(settings.peaks_cache_path), "--device", "cpu"]
+    assert env == {"OMP_NUM_THREADS": "2"}
+    job = manager.submit("ada", run_spec(seed=0))
+    wait_until(lambda: manager.get(job).finished)
+    time.sleep(0.1)
+    assert len(measured) == 1  # not again: the run's own peaks held
+    job = manager.submit("ada", run_spec(seed=1))
+    wait_until(lambda: manager.get(job).finished)
+    wait_until(lambda: len(measured) == 2)  # a run beat them: measured again once the worker is idle
+    assert beaten_runs == [0, 1]
+
+
+def test_without_the_budgets_test_no_peaks_are_measured(make_manager, monkeypatch):
+    import server.jobs
+
+    monkeypatch.setattr(server.jobs, "run_python_json", lambda *args, **kwargs: pytest.fail("measured peaks"))
+    manager = make_manager(FakeRunner())
+    job = manager.submit("ada", run_spec())
+    wait_until(lambda: manager.get(job).finished)
