@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from lessons.verdicts import ACCURACY_DROP, DATA_BOUND_SHARE, PAYS_OFF_SPEEDUP, doubt, emulates_bf16
 from trainer.comparison_table import MEMORY_SHORT_NAMES, headline_memory
+from trainer.config import WORKER_LOADERS
 from trainer.results import RunResult, SpeedupInterval, compare
 
 
@@ -77,7 +78,7 @@ def interpret(
 
 def _why_little(result: RunResult) -> str:
     config = result.config
-    if config.loader == "dataloader" and result.data_wait_s is None:
+    if config.loader in WORKER_LOADERS and result.data_wait_s is None:
         return (
             "the lab's DataLoader may be the bottleneck (turn on the data-wait breakdown to see), or each step "
             "does too little arithmetic; try the resident loader or a larger width."

@@ -8,7 +8,7 @@ import statistics
 from server.history import HistoryStore, RunTiming
 from server.records import JobSpec
 from trainer.capabilities import DeviceFacts, mode_support
-from trainer.config import MAX_EPOCHS, RunConfig
+from trainer.config import MAX_EPOCHS, WORKER_LOADERS, RunConfig
 from trainer.environment import cpu_has_amx
 
 TRAIN_SPLIT_IMAGES = 50_000  # CIFAR-10 and the synthetic stand-in have the same split sizes
@@ -78,7 +78,7 @@ def coarse_run_seconds(config: RunConfig, device_type: str) -> float | None:
     if peak is None:
         return None
     per_image_s = config.width ** WIDTH_EXPONENT[device_type] / peak
-    if config.loader == "dataloader":
+    if config.loader in WORKER_LOADERS:
         loading_s = COARSE_DATALOADER_S_PER_IMAGE[device_type]
         per_image_s = per_image_s + loading_s if device_type == "cpu" else max(per_image_s, loading_s)
     images = planned_images(config)

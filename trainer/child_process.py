@@ -23,12 +23,12 @@ class ChildProcessError(TrainerError):
 
 
 def run_python(args: list[str], input_text: str | None = None, timeout_s: float = 300,
-               env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`python ARGS` from the repository root, output captured as text; raises ChildProcessError on a timeout.
-    `env` adds to (or overrides) this process's environment, e.g. CUDA_VISIBLE_DEVICES to pin the child's GPU."""
+               env: Mapping[str, str] | None = None, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    """`python ARGS` from the repository root (or `cwd`), output captured as text; raises ChildProcessError on a
+    timeout. `env` adds to (or overrides) this process's environment, e.g. CUDA_VISIBLE_DEVICES to pin its GPU."""
     try:
         return subprocess.run(
-            [sys.executable, *args], input=input_text, capture_output=True, text=True, cwd=REPO_ROOT,
+            [sys.executable, *args], input=input_text, capture_output=True, text=True, cwd=cwd,
             timeout=timeout_s, env={**os.environ, **env} if env else None,
         )
     except subprocess.TimeoutExpired:

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from trainer.config import MAX_EPOCHS, RunConfig
+from trainer.config import MAX_EPOCHS, WORKER_LOADERS, RunConfig
 from trainer.progress import Position
 from trainer.timing_quality import TimingMonitor, interval_steps
 
@@ -135,7 +135,7 @@ class RunClock:
         """The run's time figures as RunResult fields; `gpu_activity` is what the GPU did in the timed window
         (`self.timing.window`), from the memory monitor's NVML samples."""
         config, total = self._config, self.t_end - self.t_start
-        with_workers = config.loader == "dataloader" and config.num_workers > 0
+        with_workers = config.loader in WORKER_LOADERS and config.num_workers > 0
         return dict(
             total_time_s=total, epoch_times_s=self.epoch_times, steady_images_per_s=self._steady_images_per_s(),
             total_steps=self.steps, train_images=self.images // len(self.epoch_times),

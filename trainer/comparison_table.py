@@ -183,16 +183,36 @@ def mode_name(result: RunResult) -> str:
     return EXACT_NAMES.get(precision, precision_name(precision))
 
 
+# How each loader differs from the lab's harness (trainer/config.py's LOADERS), as lab_differences says it.
+LOADER_HARNESS = {
+    "dataloader": "this app's DataLoader: workers kept between epochs, pinned memory, copies that overlap the step, "
+                  "no loss.item() every step",
+    "resident": "the whole split resident on the device, no DataLoader, no loss.item() every step",
+    "lab": "the lab's harness",
+}
+
+
 def lab_differences(baseline: RunResult, candidate: RunResult) -> list[str]:
-    """How a comparison ran differently from the lab's own (LAB_REFERENCE's settings), one phrase each."""
-    lab = LAB_REFERENCE["settings"]
-    ours = {"baseline": baseline.precision, "candidate": candidate.precision, "epochs": baseline.config.epochs,
-            "batch_size": baseline.config.batch_size, "data": baseline.config.data, "loader": baseline.config.loader,
-            "subset": baseline.config.subset, "width": baseline.config.width}
+    """Every way a comparison ran differently from the lab's own scripts (LAB_REFERENCE's settings, their harness,
+    their machine), one phrase each; never empty, since the machine at least differs."""
+    lab, config, env = LAB_REFERENCE["settings"], baseline.config, baseline.environment
+    ours = {"baseline": baseline.precision, "candidate": candidate.precision, "epochs": config.epochs,
+            "batch_size": config.batch_size, "data": config.data, "loader": config.loader, "subset": config.subset,
+            "width": config.width, "num_workers": env.get("loader_workers", config.num_workers)}
     shown = {"subset": lambda n: "all 50,000 images" if n is None else f"{n:,} images",
-             "data": lambda name: {"cifar10": "CIFAR-10"}.get(name, name)}
-    return [f"{name.replace('_', ' ')} {shown.get(name, str)(ours[name])} (the lab's: {shown.get(name, str)(lab[name])})"
-            for name in lab if ours[name] != lab[name]]
+             "data": lambda name: {"cifar10": "CIFAR-10"}.get(name, name), "loader": LOADER_HARNESS.get,
+             "num_workers": lambda n: f"{n} DataLoader worker{'s' if n != 1 else ''}"}
+    named = {"num_workers": "", "loader": "the loader:"}
+    differs = [f"{named.get(name, name.replace('_', ' '))} {shown.get(name, str)(ours[name])} (the lab's: "
+               f"{shown.get(name, str)(lab[name])})".lstrip()
+               for name in lab if ours[name] != lab[name] and not (name == "num_workers" and config.loader == "resident")]
+    if env.get("device_type") == "cpu" and str(env.get("host_malloc", "")).startswith("tuned"):
+        differs.append("glibc's malloc tuned to reuse freed memory (the lab's: its defaults)")
+    differs.append(f"this server's {env.get('device_name') or 'device'} (the lab's: a Tensor Core GPU it does not "
+                   "name)")
+    differs.append("fixed seeds for the weights and the shuffle, and an accuracy check after the timed training "
+                   "(the lab's: neither)")
+    return differs
 
 
 def _column_names(baseline: RunResult, candidate: RunResult) -> tuple[str, str]:

@@ -26,7 +26,11 @@ FAILURE_NOTES = {
                  "master copy, so updates smaller than half a weight's fp16 spacing round away",
 }
 DATA_SOURCES = ("cifar10", "synthetic")
-LOADERS = ("dataloader", "resident")
+# dataloader: the lab's pipeline as this app runs it (workers kept between epochs, pinned memory, copies that overlap
+# the step); resident: the whole split on the device; lab: the lab's own harness (workers forked anew each epoch, no
+# pinned memory, synchronous copies, loss.item() every step, the C library's default malloc on a CPU).
+LOADERS = ("dataloader", "resident", "lab")
+WORKER_LOADERS = ("dataloader", "lab")  # the loaders whose batches come from DataLoader worker processes
 WIDTHS = (1, 2, 4, 8)
 DEVICES = ("auto", "cpu", "cuda")
 # torch.compile's modes the trainer offers ("": eager); "reduce-overhead" adds CUDA graphs, so it needs a GPU.
@@ -75,7 +79,7 @@ class RunConfig:
     batch_size: int = 256
     data: str = "cifar10"  # cifar10 | synthetic
     data_root: str = "./data"
-    loader: str = "dataloader"  # dataloader (the lab's) | resident (whole split on the device)
+    loader: str = "dataloader"  # dataloader | resident (whole split on the device) | lab (the lab's own harness)
     subset: int | None = None  # first N training images; None = the whole split
     test_subset: int | None = None  # first N test images for the accuracy check
     width: int = 1  # channel / hidden-unit multiplier; 1 = the lab's SimpleCNN

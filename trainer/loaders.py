@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchvision import transforms
 
 from trainer import cifar10, synthetic
-from trainer.config import DATA_SOURCES, LOADERS
+from trainer.config import DATA_SOURCES, LOADERS, WORKER_LOADERS
 from trainer.errors import ConfigError
 from trainer.images import MEAN, STD, ImageSplit
 
@@ -77,8 +77,9 @@ def make_loader(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ConfigError(f"batch size must be a whole number of at least 1, got {batch_size!r}")
     device = torch.device(device)
-    if kind == "dataloader":
-        return DataLoaderBatches(split, batch_size, device, shuffle, num_workers, seed, channels_last)
+    if kind in WORKER_LOADERS:
+        return DataLoaderBatches(split, batch_size, device, shuffle, num_workers, seed, channels_last,
+                                 as_the_lab=kind == "lab")
     return ResidentBatches(split, batch_size, device, shuffle, seed, channels_last)
 
 
@@ -98,28 +99,32 @@ class UInt8ImageDataset(Dataset):
 
 
 class DataLoaderBatches(BatchSource):
-    """The lab's pipeline: per-image PIL decoding and transforms in worker processes, then a copy to the device."""
+    """The lab's pipeline: per-image PIL decoding and transforms in worker processes, then a copy to the device. As
+    this app runs it, the workers stay between epochs and the copies overlap the step (pinned memory); `as_the_lab`
+    runs it as the lab's script does: workers forked anew each epoch, pageable memory, copies that wait."""
 
     kind = "dataloader"
 
     def __init__(self, split: ImageSplit, batch_size: int, device: torch.device, shuffle: bool,
-                 num_workers: int, seed: int, channels_last: bool):
+                 num_workers: int, seed: int, channels_last: bool, as_the_lab: bool = False):
         super().__init__(len(split), batch_size, device, channels_last)
+        self.kind = "lab" if as_the_lab else "dataloader"
+        self.non_blocking = not as_the_lab and device.type == "cuda"
         self.loader = DataLoader(
             UInt8ImageDataset(split.images, split.labels),
             batch_size=batch_size,
             shuffle=shuffle,
             num_workers=num_workers,
-            pin_memory=device.type == "cuda",  # page-locked host memory makes the copy asynchronous
-            persistent_workers=num_workers > 0,  # keep workers between epochs instead of forking anew
+            pin_memory=self.non_blocking,  # page-locked host memory makes the copy asynchronous
+            persistent_workers=num_workers > 0 and not as_the_lab,  # keep workers between epochs, or fork anew
             generator=torch.Generator().manual_seed(seed),
         )
 
     def __iter__(self) -> Iterator[Batch]:
         for images, labels in self.loader:
             yield (
-                images.to(self.device, non_blocking=True, memory_format=self.memory_format),
-                labels.to(self.device, non_blocking=True),
+                images.to(self.device, non_blocking=self.non_blocking, memory_format=self.memory_format),
+                labels.to(self.device, non_blocking=self.non_blocking),
             )
 
 

@@ -211,3 +211,10 @@ class UpdateTracker(Meter):
 
     def fields(self) -> dict:
         return {"update_history": self.history, "update_counts": dict(self.counts) if self.enabled else None}
+
+
+class SyncEveryStep(Meter):
+    """The lab's `running_loss += loss.item()`: the host waits for every step's loss (the lab's harness alone)."""
+
+    def record(self, at: Position, loss: torch.Tensor) -> None:
+        loss.item()

@@ -19,7 +19,7 @@ LAB_REFERENCE = {
     # How the lab's scripts ran (lab/fp32_baseline.py, lab/amp_training.py): fp32 as PyTorch defaults it, amp-fp16
     # with its GradScaler, the DataLoader, the whole split.
     "settings": {"baseline": "fp32-default", "candidate": "amp-fp16", "epochs": 5, "batch_size": 256,
-                 "data": "cifar10", "loader": "dataloader", "subset": None, "width": 1},
+                 "data": "cifar10", "loader": "lab", "subset": None, "width": 1, "num_workers": 4},
 }
 
 # Labels of the memory figures, so that every page and table names them the same way.

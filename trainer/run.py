@@ -16,7 +16,7 @@ from torch import nn
 from trainer import host_malloc
 from trainer.capabilities import resolve_device
 from trainer.clock import RunClock
-from trainer.config import RunConfig
+from trainer.config import WORKER_LOADERS, RunConfig
 from trainer.cpu_share import apply_share, format_cores, loader_workers
 from trainer.environment import capture_environment
 from trainer.errors import OutOfMemoryError, UnsupportedModeError, is_out_of_memory
@@ -24,7 +24,7 @@ from trainer.images import ImageSplit
 from trainer.loaders import BatchSource, load_split, make_loader
 from trainer.loop import StepParts, evaluate, train_epochs
 from trainer.memory import MemoryMonitor, device_memory_summary
-from trainer.meters import LossMeter, Meters, ScaleTracker, UpdateTracker
+from trainer.meters import LossMeter, Meters, ScaleTracker, SyncEveryStep, UpdateTracker
 from trainer.model import build_model
 from trainer.peaks import cached_peaks
 from trainer.precision import PrecisionPolicy
@@ -44,7 +44,7 @@ def run_training(config: RunConfig, on_progress: Callable[[Progress], None] | No
     policy = PrecisionPolicy.resolve(config.precision, device, config.loss_scale_init,
                                      config.loss_scale_growth_interval)
     policy.apply_backend_flags(config.cudnn_benchmark)
-    if device.type == "cpu" and config.tune_host_malloc:
+    if device.type == "cpu" and config.tune_host_malloc and config.loader != "lab":  # the lab ran glibc's defaults
         host_malloc.tune_for_training()
     reporter = Reporter(on_progress, should_cancel, config.epochs, config.batch_size)
     reporter.phase("starting")
@@ -106,15 +106,15 @@ def _set_up(config: RunConfig, device, policy: PrecisionPolicy, train_split: Ima
     updates = UpdateTracker(model.parameters(), config.track_updates, scales)
     parts = StepParts(model, optimizer, nn.CrossEntropyLoss(), policy, scaler, config.loss_factor,
                       updates if config.track_updates else None)
-    setup = Setup(device, parts, train_batches, test_batches, Meters(LossMeter(device), [scales, updates],
-                                                                       config.log_every))
+    others = [scales, updates] + ([SyncEveryStep()] if config.loader == "lab" else [])
+    setup = Setup(device, parts, train_batches, test_batches, Meters(LossMeter(device), others, config.log_every))
     setup.environment = {"cpu_cores": None if cores is None else format_cores(cores),
-                         "loader_workers": workers if config.loader == "dataloader" else 0}
-    if workers != config.num_workers and config.loader == "dataloader":
+                         "loader_workers": workers if config.loader in WORKER_LOADERS else 0}
+    if workers != config.num_workers and config.loader in WORKER_LOADERS:
         setup.warnings.append(f"{workers} DataLoader worker{'s' if workers != 1 else ''}, not the "
                               f"{config.num_workers} asked for: this job's share of the server's cores is "
                               f"{len(cores)} ({format_cores(cores)}), one GPU's")
-    if device.type == "cpu" and not config.tune_host_malloc and host_malloc.state().tuned:
+    if device.type == "cpu" and (not config.tune_host_malloc or config.loader == "lab") and host_malloc.state().tuned:
         setup.warnings.append("the default malloc was asked for, but an earlier run in this process had already "
                               "tuned it: run in a fresh process to time the default")
     return setup

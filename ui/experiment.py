@@ -9,6 +9,7 @@ from trainer.environment import HardwareReport
 LOADER_NAMES = {
     "dataloader": "the lab's DataLoader (PIL, ToTensor, 4 workers)",
     "resident": "resident (whole split on the device, sliced)",
+    "lab": "the lab's own harness (its DataLoader forked anew each epoch, a sync every step)",
 }
 DATA_NAMES = {"cifar10": "CIFAR-10", "synthetic": "synthetic (CIFAR-shaped, generated)"}
 

@@ -102,7 +102,7 @@ def _comparison(job: JobView) -> str:
         _table(charts.comparison_table(baseline, candidate, interval)),
         f"<p><b>What this says:</b> {_text(interpret(baseline, candidate, interval, runs=list(runs.values())))}</p>",
         "<p class='note'><b>Beside the lab's own comparison:</b> "
-        + _text("; ".join(differs) + "." if differs else "the same modes and settings as the lab's.") + "</p>",
+        + _text("; ".join(differs) + ".") + "</p>",
         _timing(runs),
         _charts(runs),
         f"<p class='note'>{_text(tracking)}</p>" if (tracking := loss_tracking(baseline, candidate)) else "",

@@ -179,8 +179,7 @@ def comparison_summary(runs: Mapping[str, RunResult], key: str, with_lab_referen
         st.table(charts.lab_reference_table(), hide_index=True)
         st.caption(f"From {LAB_REFERENCE['source']}: a different machine, shown only for orientation.")
         differs = lab_differences(baseline, candidate)
-        st.caption("**Yours beside the lab's:** " + ("; ".join(differs) + "." if differs else
-                                                   "the same modes and settings as the lab's own comparison."))
+        st.caption("**Yours beside the lab's:** " + "; ".join(differs) + ".")
     else:
         st.table(table, hide_index=True)
     st.markdown(f"**What this says:** {interpret(baseline, candidate, interval, runs=list(runs.values()))}")

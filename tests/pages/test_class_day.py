@@ -139,7 +139,7 @@ def test_the_labs_own_comparison_is_one_click_and_results_names_both_modes_exact
     (job,) = manager().queue_views()
     assert [run.precision for run in job.spec.runs] == ["fp32-default", "amp-fp16"]
     first = job.spec.runs[0]
-    assert (first.epochs, first.batch_size, first.loader, first.subset) == (5, 256, "dataloader", 5000)  # fp16, a CPU
+    assert (first.epochs, first.batch_size, first.loader, first.subset) == (5, 256, "lab", 5000)  # fp16, a CPU
     manager().cancel_any(job.id)
 
     me = at.session_state["amp_lab_learner"].id

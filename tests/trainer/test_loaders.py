@@ -135,3 +135,15 @@ def test_both_loaders_match_on_cuda(split):
     assert lab.loader.pin_memory and resident_images.is_cuda and resident_labels.is_cuda
     assert torch.equal(lab_images, resident_images)
     np.testing.assert_array_equal(resident_labels.cpu().numpy(), split.labels)
+
+
+def test_the_labs_harness_forks_its_workers_each_epoch_pins_nothing_and_copies_synchronously():
+    split = load_split("synthetic", "unused", train=True, limit=64)
+    ours = make_loader(split, "dataloader", 32, CPU, shuffle=True, num_workers=2)
+    lab = make_loader(split, "lab", 32, CPU, shuffle=True, num_workers=2)
+    assert ours.loader.persistent_workers and not lab.loader.persistent_workers
+    assert lab.kind == "lab" and not lab.loader.pin_memory and not lab.non_blocking
+    # The same images in the same order: only the harness differs.
+    for (a, la), (b, lb) in zip(make_loader(split, "dataloader", 32, CPU, shuffle=False, num_workers=0),
+                                make_loader(split, "lab", 32, CPU, shuffle=False, num_workers=0)):
+        assert torch.equal(a, b) and torch.equal(la, lb)

@@ -225,3 +225,16 @@ def test_a_new_probe_runs_after_training_and_one_that_fails_is_a_warning_not_the
     assert seen == [3] and result.device_peaks == {"toy": True} and result.total_steps == 2
     assert result.warnings[-1] == ("a broken probe could not be measured after training (RuntimeError: the profiler "
                                    "could not start); the run's own figures are unaffected")
+
+
+def test_the_labs_harness_waits_for_every_steps_loss_as_the_lab_does(monkeypatch):
+    import trainer.meters
+
+    synced = []
+    monkeypatch.setattr(trainer.meters.SyncEveryStep, "record", lambda self, at, loss: synced.append(at.global_step))
+    result = run_training(RunConfig(epochs=2, batch_size=32, subset=64, warmup_steps=1,
+                                    **{**TINY, "loader": "lab", "num_workers": 1}))
+    assert synced == [1, 2, 3, 4] and result.total_steps == 4
+    assert result.environment["loader_workers"] == 1 and result.worker_cpu_s is not None
+    assert run_training(RunConfig(epochs=1, batch_size=32, subset=64, **TINY)).total_steps == 2
+    assert synced == [1, 2, 3, 4]  # no other loader syncs every step
