@@ -27,8 +27,14 @@ FP32 = "fp32"  # on the fp32 list: 16-bit inputs come out fp32
 FOLLOWS = "follows its input"  # on no list: runs in whatever dtype it is given
 WIDEST = "widest input"  # an autocast rule runs mixed inputs in the widest of them (the "promote" list)
 UNSUPPORTED = "no kernel for this dtype"
+NO_RULE = "no rule of its own"  # no autocast kernel for the op on a device (cross_entropy is built of ops that have)
 CATEGORIES = (LOW, FP32, FOLLOWS, WIDEST, UNSUPPORTED)
 AUTOCAST_KEYS = {"cpu": "AutocastCPU", "cuda": "AutocastCUDA"}
+# The dispatcher says whether CUDA's autocast has a rule for an op, not which: the docs' "CUDA Ops that promote to
+# the widest input type" (PyTorch AMP docs, "Autocast Op Reference") run mixed inputs in the widest of them, the
+# rest of CUDA's rules for ops outside the 16-bit list cast to fp32.
+CUDA_PROMOTE_OPS = frozenset({"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sample", "index_put",
+                              "scatter_add", "tensordot"})
 
 
 @dataclass(frozen=True)
@@ -167,6 +173,24 @@ def classify(device: torch.device | str = "cpu", autocast_dtype: torch.dtype | N
 def rules_on(device_type: str) -> dict[str, bool]:
     """Op name -> whether `device_type` has an autocast rule for it, read from the dispatcher."""
     return {probe.name: has_autocast_rule(probe.aten, device_type) for probe in PROBES}
+
+
+def cuda_list(op: str, cpu_category: str) -> str:
+    """The rule CUDA's autocast has for a probed op, for a page that cannot run CUDA: whether it has one, from this
+    torch's dispatcher (NO_RULE: none); which, from the docs' promote list (the 16-bit list is the same on both
+    devices)."""
+    if not rules_on("cuda")[op]:
+        return NO_RULE
+    if op in CUDA_PROMOTE_OPS:
+        return WIDEST
+    return LOW if cpu_category == LOW else FP32
+
+
+def cuda_rules_for(ops: list[str]) -> dict[str, list[str]]:
+    """Of `ops` (all off CPU autocast's 16-bit list), those CUDA's autocast has a rule for, by the list it puts
+    them on: FP32 and WIDEST."""
+    lists = {op: cuda_list(op, FOLLOWS) for op in ops}
+    return {category: [op for op in ops if lists[op] == category] for category in (FP32, WIDEST)}
 
 
 def ops_in(policies: list[OpPolicy], category: str) -> list[str]:

@@ -21,6 +21,7 @@ from trainer.model import build_model
 KINDS = ("weights", "activations", "gradients", "activation gradients")
 MAX_CAPTURE_BATCH = 1024
 MAX_CAPTURE_STEPS = 50
+CAPTURE_STEPS = 3  # the pages' capture: the third step from fresh weights, where gradients are still large
 MAX_VALUES_PER_LAYER = 200_000
 
 
@@ -79,7 +80,7 @@ def default_source(data_root: str) -> str:
 def capture_values(
     source: str = "synthetic",
     data_root: str = "./data",
-    steps: int = 3,
+    steps: int = CAPTURE_STEPS,
     batch_size: int = 256,
     width: int = 1,
     seed: int = 0,

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lessons.autocast_lists import FOLLOWS, FP32, LOW, classify, ops_in, rules_on
+from lessons.autocast_lists import FOLLOWS, FP32, LOW, WIDEST, classify, cuda_rules_for, ops_in
 from lessons.underflow import default_init_scale
 from ui.lab_code import (
     AMP_SCRIPT,
@@ -45,8 +45,7 @@ picks a number format per operation, and **GradScaler**, which protects fp16 gra
 
 st.subheader("Autocast: the right precision for each operation")
 lists = cpu_lists()
-cuda_rules = rules_on("cuda")
-cuda_fp32 = [op for op in lists[FOLLOWS] if cuda_rules[op]]
+cuda_rules = cuda_rules_for(lists[FOLLOWS])
 st.markdown(
     """
 Inside `with torch.autocast(device_type, dtype=...)`, PyTorch looks each operation up in a list, and **the lists
@@ -54,8 +53,9 @@ differ per device** (PyTorch AMP docs, "Autocast Op Reference"). Convolutions, l
 multiplications run in the low precision (fp16 or bf16) on every device. On a CUDA GPU a long list (softmax, log,
 exp, sums, the norms, the losses) runs in fp32; on a CPU a short one. Everything else follows its input.
 
-Autocast changes the operations, not the model: the weights stay fp32 (autocast makes 16-bit copies of them for
-each product), and the optimizer updates the fp32 weights outside the autocast block. Only the forward pass and
+Autocast changes the operations, not the model: the weights stay fp32 (autocast casts each one to a 16-bit copy the
+first time an op uses it inside the `autocast` block, and reuses that copy until the block ends: PyTorch's autocast
+weight-cast cache), and the optimizer updates the fp32 weights outside the autocast block. Only the forward pass and
 the loss go inside; `backward()` runs outside, and each operation's backward uses the precision its forward used.
 """
 )
@@ -71,8 +71,9 @@ with st.expander("Deeper: the three lists, CPU beside CUDA, measured with this s
   whose range a sum of many values can need (fp16 overflows at 65520). On a CPU, a short one: measured with this
   server's torch, CPU autocast sends only {code_list(lists[FP32])} of the probed ops to fp32.
 - **Follows its input:** everything on neither list runs in whatever dtype it is given. On a CPU that includes
-  {code_list(lists[FOLLOWS])}: after a bf16 layer they run in bf16. CUDA's autocast has its own rule for
-  {code_list(cuda_fp32)} among these (read from this torch's dispatcher), and the docs put them on its fp32 list.
+  {code_list(lists[FOLLOWS])}: after a bf16 layer they run in bf16. CUDA's autocast has its own rule for some of
+  these (read from this torch's dispatcher): the docs put {code_list(cuda_rules[FP32])} on its fp32 list, and
+  {code_list(cuda_rules[WIDEST])} on its promote list (mixed inputs run in the widest of their dtypes).
 
 The next page, *Autocast layer by layer*, shows the dtype of every layer of this model and the full measured lists.
 """

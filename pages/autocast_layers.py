@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from lessons.autocast_lists import CATEGORIES, classify, classify_isolated, rules_on
+from lessons.autocast_lists import CATEGORIES, classify, classify_isolated, cuda_list
 from lessons.autocast_trace import MODE_DESCRIPTIONS, sixteen_bit_outputs_reason, trace_all, trace_all_isolated
 from trainer.errors import TrainerError
 from ui import server_bundle
@@ -107,7 +107,6 @@ with st.expander("Deeper: autocast's op lists, measured"):
     except TrainerError as err:
         st.error(str(err))
     else:
-        cuda_rules = rules_on("cuda")
         low = policies[0]["autocast_dtype"]
         st.markdown(
             f"""
@@ -122,15 +121,17 @@ input**. These lists belong to the device and the torch version: this is {device
             row = {"op": p["op"], "kind": p["kind"], f"on {device}": p["category"],
                    "fp32 inputs give": p["from_fp32"], f"{low} inputs give": p["from_low"]}
             if device == "cpu":
-                row["CUDA rule"] = "yes" if cuda_rules[p["op"]] else "no"
+                row["CUDA's rule"] = cuda_list(p["op"], p["category"])
             rows.append(row)
         st.table(rows, hide_index=True)  # wraps at 800 px, where a grid hid its last columns
         if device == "cpu":
             st.caption(
-                "The last column is read from this torch's dispatcher, which needs no GPU. On CUDA such a rule casts "
-                "the matrix products to fp16 and most other ops (softmax, exp, log, sum, the norms, the losses) to "
-                "fp32: on a CPU those ops run in bf16 once their input is bf16. cross_entropy has no CUDA rule of its "
-                "own, yet comes out fp32 there, because it is built from log_softmax and nll_loss, which do."
+                "The last column is read from this torch's dispatcher, which needs no GPU (which of CUDA's lists a rule "
+                "belongs to beyond the 16-bit one, from the docs' promote list). On CUDA the rules cast the matrix "
+                "products to fp16, most other ops (softmax, exp, log, sum, the norms, the losses) to fp32, and run "
+                "a few with mixed inputs (addcmul) in the widest of them: on a CPU most of those ops run in bf16 once "
+                "their input is bf16. cross_entropy has no CUDA rule of its own, yet comes out fp32 there, because it "
+                "is built from log_softmax and nll_loss, which do."
             )
 
 amp_traces = [t for t in traces if t["mode"].startswith("amp-")]

@@ -8,7 +8,7 @@ from trainer.model import SimpleCNN, count_parameters
 from ui import server_bundle
 from ui.lab_code import BASELINE_SCRIPT, read_script
 from ui.predict import predict_then_check
-from ui.reference import local_references, this_machine_class
+from ui.reference import quick_demo_answer, this_machine_class
 from ui.widgets import amp_step_picture, next_link
 
 # The throughput slider per device (low, high, start, step). CPU: from a loaded 2-core EPYC (about 100 images/s, the
@@ -81,22 +81,25 @@ time on every step; it also calls `torch.cuda.synchronize()` before the last rea
 
 st.subheader("How fast is the baseline here?")
 device_type = server_bundle.job_manager().device_type
-# The quick demo as recorded on this kind of device: its fp32 run's throughput.
-reference = next(iter(local_references("quick-demo")), None)
+# Answered by the quick demo's fp32 run (the learner's own, else one recorded on this kind of device), so the
+# question names the demo's settings: its resident synthetic images train far faster than the lab's DataLoader.
+answer = quick_demo_answer()
+demo = server_bundle.offer().quick_demo().runs[0]
 low, high, start, step = THROUGHPUT_GUESS[device_type]
 if predict_then_check(
     "baseline-throughput",
-    f"How many images per second does the lab's model train in fp32 on {this_machine_class()} (like this server)?",
+    f"How many images per second does the lab's model train in fp32 on {this_machine_class()} (like this server), "
+    f"at the quick demo's settings: batch {demo.batch_size}, {demo.subset:,} synthetic images held in memory "
+    f"({demo.loader} loader), so no DataLoader in the way?",
     low=low, high=high, default=start, step=step, fmt="%.0f images/s", log=True,
-    answer=reference.baseline.steady_images_per_s if reference else None,
-    pending=f"No reference run has been recorded on {this_machine_class()} yet: the Run page measures your own.",
-) and reference is not None:
-    quality = reference.baseline.timing_quality or {}
-    st.caption(
-        f"Measured in a reference run, not yours: {reference.label}; steady throughput after "
-        f"{reference.baseline.warmup_steps} warm-up steps, timing {quality.get('verdict', 'not rated')}. "
-        f"{reference.note}"
-    )
+    answer=answer.baseline.steady_images_per_s if answer else None,
+    answered_by=answer.answered_by if answer else None,
+    pending=f"No quick demo has been recorded on {this_machine_class()} yet: run yours from the Overview, and it "
+    "answers this once it has finished.",
+) and answer is not None:
+    quality = answer.baseline.timing_quality or {}
+    st.caption(f"{answer.provenance} Steady throughput after {answer.baseline.warmup_steps} warm-up steps, timing "
+               f"{quality.get('verdict', 'not rated')}.")
 
 st.subheader("Is fp32 really fp32?")
 st.markdown(

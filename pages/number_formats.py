@@ -111,10 +111,11 @@ if value is not None:
 with st.expander("Deeper: fp8, honestly"):
     st.markdown(
         """
-fp8 training is not autocast with a smaller dtype. It runs only the **Linear** layers' matrix products in fp8
-(e4m3 for weights and activations, e5m2 for gradients), each tensor (or each block of one) with its own scale
-factor, on GPUs with fp8 Tensor Cores (Ada, Hopper and newer), through libraries such as NVIDIA Transformer Engine
-or torchao. It pays off for large matrices, where the products dominate the step; for this lab's small CNN, whose
+fp8 training is not autocast with a smaller dtype. It runs only the **Linear** layers' matrix products in fp8, each
+tensor (or each block of one) with its own scale factor, on GPUs with fp8 Tensor Cores (Ada, Hopper and newer),
+through libraries such as NVIDIA Transformer Engine or torchao. There is more than one recipe: Transformer Engine's
+"hybrid" one uses e4m3 for weights and activations and e5m2 for gradients, others use e4m3 throughout with finer
+(per-block) scales (Transformer Engine's documentation, "Using FP8"). It pays off for large matrices, where the products dominate the step; for this lab's small CNN, whose
 time goes to convolutions, memory traffic and the data pipeline, it would not.
 """
     )

@@ -6,7 +6,7 @@ import streamlit as st
 from lessons.step_budget import tensor_cores_sentence
 from ui import jobs, server_bundle
 from ui.predict import predict_then_check
-from ui.reference import local_references, this_machine_class
+from ui.reference import quick_demo_answer, this_machine_class
 from ui.widgets import RESULTS_PAGE, RUN_PAGE, amp_step_picture, hardware_panel, next_link
 
 DEMO_KEY = "overview_demo_job"  # the quick demo this session queued from here
@@ -47,17 +47,18 @@ st.markdown(
     "and trains, the sidebar shows how it goes on every page."
 )
 # The quick demo as recorded on this kind of device (reference/), so that a guess can be checked before any run.
-demo_reference = next(iter(local_references("quick-demo")), None)
-demo_mode = demo_reference.candidate.precision if demo_reference else "AMP"
+demo_answer = quick_demo_answer()
+demo_mode = demo_answer.candidate.precision if demo_answer else "AMP"
 if predict_then_check(
     "quick-demo-speedup", f"In the quick demo on {this_machine_class()} (like this server), how many times "
     f"as fast as fp32 will {demo_mode} train (1.00x: as fast; below 1: slower)?",
     low=0.0, high=4.0, default=1.5, step=0.05, fmt="%.2fx", log=True,
-    answer=demo_reference.speedup if demo_reference else None,
-    pending=f"No quick demo has been recorded on {this_machine_class()} yet: run it below, and the Run page "
-    "checks the same guess against your own comparison.",
-) and demo_reference is not None:
-    st.caption(f"Measured in a reference run, not yours: {demo_reference.label}. {demo_reference.note}")
+    answer=demo_answer.speedup if demo_answer else None,
+    answered_by=demo_answer.answered_by if demo_answer else None,
+    pending=f"No quick demo has been recorded on {this_machine_class()} yet: run yours below, and it answers "
+    "this once it has finished.",
+) and demo_answer is not None:
+    st.caption(demo_answer.provenance)
 jobs.queue_or_follow(DEMO_KEY, "Run the quick demo", demo, keep_button=True, primary=True,
                      draw=lambda job: st.success("Your quick demo is queued. Read on: the sidebar follows it, and the "
                                                  "Run page shows it live."))

@@ -30,8 +30,9 @@ WHY = {
         "and the optimizer..."
     ),
     recipes.load_checkpoint: (
-        "... and load it back, or a resumed fp16 run starts again from 65536 and must find its scale again, "
-        "skipping steps while it searches down to the one it had."
+        "... and load it back, or a resumed fp16 run starts again from 65536: if its scale had fallen below that, it "
+        "skips steps while it searches down again; if it had grown above, it climbs back without skips, one doubling "
+        "per 2,000 good steps, its small gradients less protected meanwhile."
     ),
     recipes.evaluate: (
         "Autocast speeds evaluation up too. No scaler: nothing is backpropagated, so nothing can "

@@ -25,8 +25,9 @@ st.markdown(
     """
 Train the lab's model twice with the same settings and the same starting weights: once in fp32, once in the
 mixed-precision mode you pick (with repeats, that pair again, alternately). Each run gets a fresh Python process,
-and each of this server's devices (each GPU, or its CPU) trains one job at a time, so other learners' runs disturb
-your timings far less (you may have to wait your turn; on a CPU server the pages' own computations share the cores). You can leave this page while it runs and come back.
+and each of this server's devices (each GPU, or its CPU) trains one job at a time, so other learners' runs do not
+compete with yours for it (you may have to wait your turn). Other work can still: on a CPU server the pages' own
+computations share the cores, and each result says when its timing was disturbed. You can leave this page while it runs and come back.
 """
 )
 

@@ -65,8 +65,9 @@ st.markdown(
     """
 fp16 AMP has two safeguards. The **GradScaler** multiplies the loss before the backward pass so that small
 gradients do not underflow to zero in fp16, and AMP keeps **fp32 master weights**: the optimizer adds each update
-to an fp32 weight, and autocast casts a 16-bit copy for the forward pass. Take one away at a time and watch what
-the run loses. Both runs of each pair count, at every step, the gradients that are exactly zero and the weights a
+to an fp32 weight, and autocast casts a 16-bit copy for the forward pass. The first pair takes the GradScaler away
+alone; the second trains pure fp16, which takes every safeguard away at once (no scaler, no fp32 master weights, no
+fp32 list either: every op runs in fp16). Watch what each run loses. Both runs of each pair count, at every step, the gradients that are exactly zero and the weights a
 nonzero gradient failed to move. These are **deliberate failures**, named so wherever their results appear.
 """
 )
@@ -102,7 +103,9 @@ Train the model itself in fp16 (`model.half()`) and every update is added to an 
 1 + 0.0001 = **{fp16_sum(1.0, 1e-4):g}**: the sum rounds back to 1. The median weight of `{layer}`, the model's largest
 layer, starts at {weight:.4f}; fp16 numbers near it are {spacing:.2g} apart, so an update smaller than half that
 rounds away, and with the lab's learning rate of 0.01 a gradient below about {spacing / 2 / 0.01:.1g} moves
-nothing. AMP adds the same update to the fp32 master weight, where it counts. No loss is shrunk here.
+nothing on the first step. Momentum (0.9) then lifts that threshold: each step adds the gradient to a velocity that
+grows to about ten times a steady gradient, so from then on only gradients about ten times smaller round away. AMP
+adds the same update to the fp32 master weight, where it counts. No loss is shrunk here.
 """
 )
 jobs.queue_or_follow(KEYS["no-master-weights"], "Run amp-fp16 beside pure fp16",

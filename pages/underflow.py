@@ -3,7 +3,7 @@
 import numpy as np
 import streamlit as st
 
-from lessons.capture import capture_values
+from lessons.capture import CAPTURE_STEPS, capture_values
 from lessons.underflow import MAX_SCALE_EXPONENT, log2_histogram, safe_scale_exponents, scale_sweep
 from ui.lab_capture import read_lab_model
 from ui.learn_charts import gradient_histogram_chart, scale_sweep_chart
@@ -78,7 +78,9 @@ peaks = {label: view["largest"] for label, view in views.items()}
 first_to_overflow = max(peaks, key=peaks.get)
 st.caption(
     f"In this capture the largest activation gradient is {peaks['activation gradients']:.3g} and the largest "
-    f"weight gradient {peaks['weight gradients']:.3g}, so as S grows the {first_to_overflow} overflow first."
+    f"weight gradient {peaks['weight gradients']:.3g}, so as S grows the {first_to_overflow} overflow first. "
+    f"The capture is training step {CAPTURE_STEPS} from fresh weights: as training goes on and the loss falls, "
+    "gradients shrink, so later steps lose more of them to underflow than this one does."
 )
 
 next_link("pages/loss_scaling.py", "the scaler at work")

@@ -256,7 +256,7 @@ if not sweeps:
             reference[-1].candidate.precision, largest, None,
             next((row.speedup for row in reference_rows(reference) if row.batch_size == largest and row.speedup), None),
         )
-    elif plan:
+    elif plan and sweep_spec and not jobs.refusal(sweep_spec):  # no question a learner may not queue the answer to
         planned_widths = sorted({config.width for config in plan})
         predict_speedup("sweep-speedup", "In the sweep set up above", amp_mode,
                         max(config.batch_size for config in plan if config.width == planned_widths[0]),

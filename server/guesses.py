@@ -21,12 +21,13 @@ CREATE TABLE IF NOT EXISTS guesses (
     fmt TEXT NOT NULL DEFAULT '%g',  -- the page's printf format for the guess and its answer ("%.2fx")
     answer REAL,                  -- the answer the page revealed for it; NULL: not revealed yet
     answered_at REAL,
+    answered_by TEXT,             -- where the answer was measured ("your own quick demo", "a reference run ...")
     PRIMARY KEY (learner_id, question_key)
 );
 """
 # Columns added after the table first shipped: a file written before them gains them, its guesses kept.
-_ADDED_COLUMNS = {"fmt": "TEXT NOT NULL DEFAULT '%g'", "answer": "REAL", "answered_at": "REAL"}
-_COLUMNS = "question_key, question, value, locked_at, fmt, answer, answered_at"
+_ADDED_COLUMNS = {"fmt": "TEXT NOT NULL DEFAULT '%g'", "answer": "REAL", "answered_at": "REAL", "answered_by": "TEXT"}
+_COLUMNS = "question_key, question, value, locked_at, fmt, answer, answered_at, answered_by"
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Guess:
     fmt: str = "%g"
     answer: float | None = None  # what the page revealed for it (None: not yet)
     answered_at: float | None = None
+    answered_by: str | None = None  # where the answer was measured, in words (None: a page that did not say)
 
     @property
     def guess_shown(self) -> str:
@@ -78,11 +80,12 @@ class GuessStore:
                        (learner_id, question_key, question, guess.value, guess.locked_at, fmt))
         return guess
 
-    def reveal(self, learner_id: str, question_key: str, answer: float) -> None:
-        """Record the answer a page showed beside a locked guess (the newest, if the measurement changed)."""
+    def reveal(self, learner_id: str, question_key: str, answer: float, answered_by: str | None = None) -> None:
+        """Record the answer a page showed beside a locked guess (the newest, if the measurement changed), and where
+        it was measured."""
         with self._history.connect() as db:
-            db.execute("UPDATE guesses SET answer = ?, answered_at = ? WHERE learner_id = ? AND question_key = ?",
-                       (float(answer), time.time(), learner_id, question_key))
+            db.execute("UPDATE guesses SET answer = ?, answered_at = ?, answered_by = ? WHERE learner_id = ? AND "
+                       "question_key = ?", (float(answer), time.time(), answered_by, learner_id, question_key))
 
     def get(self, learner_id: str, question_key: str) -> Guess | None:
         with self._history.connect() as db:

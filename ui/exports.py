@@ -151,12 +151,12 @@ def predictions_frame(learners: Sequence[RosterEntry], guesses: Mapping[str, Seq
     names = {learner.id: learner.display_name for learner in learners}
     rows = [
         {"learner": names.get(learner_id, "a learner"), "question": guess.question, "guess": guess.guess_shown,
-         "measured": guess.answer_shown, "guess value": guess.value, "measured value": guess.answer,
-         "locked (UTC)": _utc(guess.locked_at)}
+         "measured": guess.answer_shown, "measured in": guess.answered_by, "guess value": guess.value,
+         "measured value": guess.answer, "locked (UTC)": _utc(guess.locked_at)}
         for learner_id, own in guesses.items() for guess in own
     ]
-    return pd.DataFrame(rows, columns=["learner", "question", "guess", "measured", "guess value", "measured value",
-                                       "locked (UTC)"])
+    return pd.DataFrame(rows, columns=["learner", "question", "guess", "measured", "measured in", "guess value",
+                                       "measured value", "locked (UTC)"])
 
 
 def _utc(stamp: float) -> str:

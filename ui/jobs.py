@@ -274,7 +274,8 @@ def job_panel(job: JobView) -> None:
         st.info(job.extras["notice"])
     if job.status == "queued":
         st.info(waiting(job) + " Each device (each GPU, or the CPU) trains one job at a time, so that other "
-                "learners' runs do not disturb the timings.")
+                "learners' runs do not compete with yours for it; each result still says if anything else disturbed "
+                "its timing.")
     for index, name in enumerate(run_names(job.spec)):
         fraction, text = run_progress_text(job, index)
         st.progress(min(1.0, max(0.0, fraction)), text=f"{name}: {text}")

@@ -34,7 +34,8 @@ def closeness(guess: float, answer: float, span: float, log: bool = False) -> st
 
 def predict_then_check(key: str, question: str, *, low: float, high: float, default: float, step: float,
                        fmt: str, answer: float | None, pending: str = "", log: bool = False,
-                       options: Sequence[float] | None = None, why: str | None = None) -> bool:
+                       options: Sequence[float] | None = None, why: str | None = None,
+                       answered_by: str | None = None) -> bool:
     """A guess slider and a lock button; once locked, the guess beside the measured `answer` (printf `fmt`).
     Returns True once the learner has locked a guess (or asked to skip it), so a page can hold its answer back
     until then."""
@@ -58,7 +59,7 @@ def predict_then_check(key: str, question: str, *, low: float, high: float, defa
                 st.rerun()
             return False
         if answer is not None:
-            _record_answer(key, answer)
+            _record_answer(key, answer, answered_by)
         if guess == SKIPPED:
             st.markdown("No guess this time." + ("" if answer is None else f" Measured: **{fmt % answer}**."))
         elif answer is None:
@@ -98,10 +99,10 @@ def _lock(key: str, question: str, value: float | None, fmt: str) -> None:
     st.session_state.pop(f"predict-{key}-answer", None)
 
 
-def _record_answer(key: str, answer: float) -> None:
-    """Keep the answer shown beside the guess on the server (the lab report and the console read it there); written
-    once per answer, not on every rerun."""
+def _record_answer(key: str, answer: float, answered_by: str | None) -> None:
+    """Keep the answer shown beside the guess on the server, with where it was measured (the lab report and the
+    console read it there); written once per answer, not on every rerun."""
     remembered = f"predict-{key}-answer"
-    if st.session_state.get(remembered) != answer:
-        server_bundle.guesses().reveal(learner_id(), key, answer)
-        st.session_state[remembered] = answer
+    if st.session_state.get(remembered) != (answer, answered_by):
+        server_bundle.guesses().reveal(learner_id(), key, answer, answered_by)
+        st.session_state[remembered] = (answer, answered_by)

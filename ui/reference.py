@@ -11,12 +11,13 @@ from pathlib import Path
 import streamlit as st
 
 from lessons.payoff import SweepRow, summarize_sweep
-from lessons.verdicts import machine_class
+from lessons.verdicts import headline, machine_class
 from trainer.comparison_table import precision_name
 from trainer.config import AFTER_TRAINING
 from trainer.environment import HardwareReport
 from trainer.results import RunResult, compare
 from ui import charts, server_bundle
+from ui.identity import learner_id
 
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "reference"
 # What each reference in reference/index.json is for ("purpose"): the Run page's quick demo, or one batch size
@@ -46,6 +47,23 @@ class Reference:
         return compare(self.baseline, self.candidate).speedup
 
     @property
+    def own(self) -> bool:
+        """The learner's own measurement (quick_demo_answer), not a recorded reference."""
+        return self.note == OWN_DEMO_NOTE
+
+    @property
+    def answered_by(self) -> str:
+        """Where this answer was measured, as a guess's record says it."""
+        return "your own quick demo on this server" if self.own else f"a reference run on {self.machine}"
+
+    @property
+    def provenance(self) -> str:
+        """The caption under an answer: whose measurement it is, and how it was made."""
+        if self.own:
+            return f"Measured in your own quick demo: {self.label}."
+        return f"Measured in a reference run, not yours: {self.label}. {self.note}"
+
+    @property
     def label(self) -> str:
         """Machine, date and settings in one line, e.g. 'AMD EPYC (2 cores, cpu) · 2026-11-30 · fp32 vs ...'."""
         env, config = self.baseline.environment, self.baseline.config
@@ -71,6 +89,20 @@ def this_machine() -> dict:
 def this_machine_class() -> str:
     """This server's class of machine, as the questions and reference panels name it."""
     return machine_class(this_machine())
+
+
+OWN_DEMO_NOTE = "Your own quick demo, on this server."
+
+
+def quick_demo_answer() -> Reference | None:
+    """What answers a quick-demo question: this learner's newest finished quick demo (their own measurement), else a
+    reference recorded on a machine of this server's class; None before either."""
+    mine = [job for job in server_bundle.job_manager().jobs_for_learner(learner_id())
+            if job.spec.purpose == "quick-demo" and job.status == "done"]
+    found = headline(mine[-1].results) if mine else None
+    if found is not None:
+        return Reference(found.baseline, found.candidate, "", OWN_DEMO_NOTE, "quick-demo")
+    return next(iter(local_references("quick-demo")), None)
 
 
 def local_references(purpose: str) -> list[Reference]:

@@ -82,6 +82,7 @@ def _predictions(guesses: Sequence[Guess]) -> str:
     if not guesses:
         return "<h2>Predictions</h2><p>No prediction locked yet.</p>"
     rows = [{"Question": guess.question, "Your guess": guess.guess_shown, "Measured": guess.answer_shown,
+             "Measured in": guess.answered_by or "-",
              "Locked (UTC)": f"{datetime.fromtimestamp(guess.locked_at, UTC):%Y-%m-%d %H:%M}"} for guess in guesses]
     return ("<h2>Predictions</h2><p class='note'>Each guess was locked before its answer was shown; the answer is "
             "the one the page revealed beside it.</p>" + _table(pd.DataFrame(rows)))

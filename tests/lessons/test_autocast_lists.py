@@ -69,3 +69,13 @@ def test_cuda_fp32_list_holds_softmax_and_sums():
     for op in ("softmax", "log_softmax", "exp", "log", "sum", "layer_norm", "cross_entropy"):
         assert by_op[op].category == FP32, op
     assert by_op["relu"].category == FOLLOWS
+
+
+def test_cudas_list_for_an_op_is_read_from_the_dispatcher_and_the_docs_promote_list():
+    """Issue 32: addcmul has a CUDA autocast rule, but the rule is the promote (widest input) one, not fp32."""
+    from lessons.autocast_lists import FOLLOWS, FP32, LOW, NO_RULE, WIDEST, cuda_list, cuda_rules_for
+
+    assert cuda_list("addcmul", FOLLOWS) == WIDEST and cuda_list("softmax", FOLLOWS) == FP32
+    assert cuda_list("conv2d", LOW) == LOW and cuda_list("relu", FOLLOWS) == NO_RULE
+    split = cuda_rules_for(["relu", "softmax", "addcmul", "sum"])
+    assert split == {FP32: ["softmax", "sum"], WIDEST: ["addcmul"]}

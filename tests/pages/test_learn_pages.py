@@ -186,7 +186,8 @@ def test_autocast_page_tables_every_mode(app):
     assert len(modes.dataframe) == 5 and len(op_lists.table) == 1
     ops = op_lists.table[0].value.set_index("op")
     assert ops.loc["conv2d", "on cpu"] == "low precision" and ops.loc["cross_entropy", "on cpu"] == "fp32"
-    assert ops.loc["softmax", "on cpu"] == "follows its input" and ops.loc["softmax", "CUDA rule"] == "yes"
+    assert ops.loc["softmax", "on cpu"] == "follows its input" and ops.loc["softmax", "CUDA's rule"] == "fp32"
+    assert ops.loc["addcmul", "CUDA's rule"] == "widest input"  # the docs' promote list, not the fp32 one
     assert any("Next: number formats" in link.label for link in app.get("page_link"))
     captions = texts(app.caption)
     assert "logits: bfloat16 · loss: float32" in captions
@@ -498,3 +499,46 @@ def test_when_amp_pays_shows_the_recorded_ladder_with_each_rung_and_why_one_did_
     assert rungs.loc["the lab's loop", "x the lab's loop"] == 1.0
     assert rungs.loc["CUDA graphs", "not run because"].startswith("CUDA graphs record GPU kernel launches")
     assert any(c.startswith("Recorded on ") and "a quick ladder" in c for c in texts(app.caption))
+
+
+def test_a_learners_own_quick_demo_answers_the_overviews_and_the_baselines_guesses(app, state_dir):
+    """Issue 33: the learner's own measurement answers their guesses where one exists, and says so, also in the
+    record the report reads; a reference answers only before it."""
+    from dataclasses import replace
+
+    from server.history import HistoryStore
+    from tests.server.test_history import make_job
+    from ui import server_bundle
+
+    open_page(app, "overview")
+    learner = app.session_state["amp_lab_learner"].id
+    demo = make_job("d" * 32, precisions=("fp32", "amp-bf16"), learner_id=learner, label="quick demo: mine")
+    demo = replace(demo, spec=replace(demo.spec, purpose="quick-demo"))
+    HistoryStore(state_dir / "history.sqlite3").save_job(demo)
+    fp32, bf16 = demo.results
+    speedup = fp32.total_time_s / bf16.total_time_s
+
+    open_page(app, "overview")
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert any(f"measured: **{speedup:.2f}x**" in m for m in texts(app.markdown))
+    assert any(c.startswith("Measured in your own quick demo: ") for c in texts(app.caption))
+    open_page(app, "fp32_baseline")
+    question = next(m for m in texts(app.markdown) if "How many images per second" in m)
+    assert "at the quick demo's settings: batch 128, 5,000 synthetic images held in memory" in question
+    next(b for b in app.button if b.label == "Lock in my guess").click().run()
+    assert any(f"measured: **{fp32.steady_images_per_s:.0f} images/s**" in m for m in texts(app.markdown))
+    guesses = {g.question_key: g for g in server_bundle.guesses().of(learner)}
+    assert guesses["quick-demo-speedup"].answered_by == "your own quick demo on this server"
+    assert guesses["baseline-throughput"].answered_by == "your own quick demo on this server"
+
+
+def test_no_sweep_question_is_asked_where_the_class_may_not_queue_a_sweep(app_on_server, monkeypatch):
+    import ui.reference
+
+    monkeypatch.setattr(ui.reference, "reference_sweep", lambda *args, **kwargs: [])  # no reference to ask about
+    at = app_on_server(CLASS_MODE="on")  # class mode: sweeps off until the instructor turns them on
+    open_page(at, "when_amp_pays")
+    assert not any("In the sweep set up above" in m for m in texts(at.markdown))
+    at = app_on_server(CLASS_MODE="off")
+    open_page(at, "when_amp_pays")
+    assert any("In the sweep set up above" in m for m in texts(at.markdown))
