@@ -350,7 +350,10 @@ class Kit:
 
     def environment(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         record.count(processes=1)
+        started = time.monotonic()
         facts = _json_child(["-m", "bench.gpu_env", "--device", self.device_type], deadline)
+        # The child imports what a run imports and makes a CUDA context: its time is a fresh run's start here.
+        facts["process_start_s"] = round(time.monotonic() - started, 2)
         record.data = facts
         if self.device_type == "cuda" and "cuda_available" in facts:  # a fresh process's answer: the kit asks none
             self.sees_cuda = facts["cuda_available"]
@@ -902,6 +905,7 @@ def _md_environment(data: dict) -> list[str]:
         return []
     env = data.get("environment", {})
     nvml = data.get("nvml", {})
+    host = data.get("host", {})
     gpus = nvml.get("gpus") or [{}]
     # NVML's entry for torch's device 0, found by UUID: under CUDA_VISIBLE_DEVICES NVML's first GPU may be another,
     # and on a MIG slice it is one of a GPU's MIG devices.
@@ -914,7 +918,8 @@ def _md_environment(data: dict) -> list[str]:
             same["uuid"] if same else f"no NVML GPU with that UUID (NVML's first: {gpus[0].get('uuid')})"
             if torch_uuid else str(gpus[0].get("uuid")))),
         ("compute capability", env.get("compute_capability")),
-        ("driver (NVML)", nvml.get("driver_version", nvml.get("error"))),
+        ("driver / NVML library (NVML)", nvml.get("error") or f"{nvml.get('driver_version')} / "
+                                                              f"{nvml.get('nvml_version')}"),
         ("torch / CUDA / cuDNN", " / ".join(str(v) for v in (data.get("torch_version"), data.get("cuda_version"),
                                                              env.get("cudnn_version")))),
         ("TF32 defaults", ", ".join(f"{k}={v}" for k, v in data.get("tf32_defaults", {}).items() if k != "warnings")),
@@ -924,8 +929,18 @@ def _md_environment(data: dict) -> list[str]:
         ("modes that compute exactly as another here", ", ".join(
             f"{mode} = {other}" for mode, other in data.get("modes", {}).get("same_as", {}).items()) or "none"),
         ("Python", env.get("python_version")),
+        ("CPU cores (usable / all)", f"{host.get('cpu_usable')} / {host.get('cpu_count')}"),
+        ("/dev/shm (the DataLoader workers' batches)", _shm(host.get("dev_shm") or {})),
+        ("a fresh process (step 1's, timed)", "" if data.get("process_start_s") is None else
+         f"{data['process_start_s']:.1f} s: Python, torch, a run's imports, the CUDA context"),
     ]
     return ["| | |", "|---|---|"] + [f"| {k} | {_cell(str(v))} |" for k, v in rows]
+
+
+def _shm(shm: dict) -> str:
+    if "total_bytes" not in shm:
+        return shm.get("error", "")
+    return f"{shm['total_bytes'] / 2**30:,.1f} GiB, {shm['free_bytes'] / 2**30:,.1f} GiB free"
 
 
 def _md_tests(data: dict) -> list[str]:

@@ -48,7 +48,7 @@ from bench.gpu_check import (
     read_junit,
     render_markdown,
 )
-from bench.gpu_env import nvml_facts, tf32_defaults
+from bench.gpu_env import host_facts, nvml_facts, tf32_defaults
 from bench.ladder import LARGEST, rungs_for
 from server.batch_probe import PROBE_MAX_TRIES
 from trainer.config import PRECISIONS
@@ -321,6 +321,20 @@ def test_the_nvidia_smi_column_takes_the_process_figure_or_else_the_devices():
     assert _nvml_figure({"process_rss_growth": 50}) is None  # a CPU run
 
 
+def test_step_1_records_what_the_dataloaders_workers_depend_on_and_a_fresh_processs_start():
+    """Issue 34, item 5: the cores, /dev/shm (where the workers hand batches over) and the NVML library's version,
+    beside the start of step 1's own process, which imports what a run imports."""
+    host = host_facts()
+    assert 1 <= host["cpu_usable"] <= host["cpu_count"]
+    assert host["dev_shm"]["total_bytes"] >= host["dev_shm"]["free_bytes"] >= 0
+    data = {"host": host, "process_start_s": 4.25, "nvml": {"driver_version": "580.159.04", "nvml_version": "13.580"}}
+    table = "\n".join(_md_environment(data))
+    assert f"| CPU cores (usable / all) | {host['cpu_usable']} / {host['cpu_count']} |" in table
+    assert "| /dev/shm (the DataLoader workers' batches) | " in table and " GiB free |" in table
+    assert "| driver / NVML library (NVML) | 580.159.04 / 13.580 |" in table
+    assert "| a fresh process (step 1's, timed) | 4.2 s: " in table
+
+
 def test_tf32_defaults_are_read_without_setting_anything():
     defaults = tf32_defaults()
     assert "float32_matmul_precision" in defaults and isinstance(defaults["warnings"], list)
@@ -471,6 +485,7 @@ def test_the_environment_step_finds_a_mig_slice_among_nvmls_devices(monkeypatch)
     mig = types.SimpleNamespace(total=18 * 2**30, used=0)
     fake = types.SimpleNamespace(
         nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlSystemGetDriverVersion=lambda: "580.65",
+        nvmlSystemGetNVMLVersion=lambda: "13.580.65",
         nvmlSystemGetCudaDriverVersion=lambda: 13000, nvmlDeviceGetCount=lambda: 1,
         nvmlDeviceGetHandleByIndex=lambda index: "gpu", nvmlDeviceGetName=lambda handle: "NVIDIA H200",
         nvmlDeviceGetUUID=lambda handle: {"gpu": "GPU-aaaa", "mig": f"MIG-{bare}"}[handle],
@@ -481,6 +496,7 @@ def test_the_environment_step_finds_a_mig_slice_among_nvmls_devices(monkeypatch)
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     facts = nvml_facts(f"MIG-{bare}")
+    assert (facts["driver_version"], facts["nvml_version"]) == ("580.65", "13.580.65")
     assert facts["gpus"][0]["mig_devices"] == [{"uuid": f"MIG-{bare}", "memory_total_bytes": 18 * 2**30}]
     assert facts["torch_gpu_found_by_uuid"] is True
     row = f"| GPU UUID (torch / NVML) | MIG-{bare} / MIG-{bare} |"
