@@ -251,7 +251,7 @@ class Kit:
         self.plan = plan
         self.command = command
         self.only = only  # step numbers to run (--only); None: all
-        self.work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+        self.work = scratch_folder(out)  # every temporary, the children's reports included: never in `out`
         self.started = dt.datetime.now(dt.timezone.utc)
         self.clock = time.monotonic()
         self.deadline = self.clock + plan.budget_s
@@ -343,8 +343,8 @@ class Kit:
             },
             "steps": [asdict(r) for r in self.records],
         }
-        _write_atomic(self.out / JSON_NAME, json.dumps(report, indent=2, default=str) + "\n")
-        _write_atomic(self.out / MD_NAME, render_markdown(report))
+        _write_atomic(self.out / JSON_NAME, json.dumps(report, indent=2, default=str) + "\n", self.work)
+        _write_atomic(self.out / MD_NAME, render_markdown(report), self.work)
 
     # ---- the steps: each returns (status, reason) ------------------------------------------------
 
@@ -604,7 +604,7 @@ class Kit:
         return "ok", None
 
     def benchmark(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
-        path = self.out / f"bench-{self.device_type}.json"
+        path = self.work / f"bench-{self.device_type}.json"
         seconds = max(1.0, deadline - time.monotonic())
         # The bench stops starting runs before the step's end and writes its JSON after every run, so a bench that
         # still overruns and is killed leaves each finished run to read.
@@ -627,15 +627,18 @@ class Kit:
             return "failed", "; ".join(failed) or ended.problem
         return "ok", None
 
-    @staticmethod
-    def reporting_child(record: StepRecord, args: list[str], path: Path, deadline: float,
+    def reporting_child(self, record: StepRecord, args: list[str], path: Path, deadline: float,
                         what: str) -> tuple[dict | None, "ChildEnd"]:
         """A child that writes its JSON report to `path` after every run (the bench, the ladder): its report as far
-        as it got, or None where it wrote none, with why. Killed before its first run ended: the step timed out."""
+        as it got, copied into the output folder, or None where it wrote none, with why. Killed before its first run
+        ended: the step timed out. The child writes in the kit's scratch folder, so that one killed mid-write leaves
+        its temporary there, not among the files the device tool brings back."""
         record.data = {"command": "python " + shlex.join(args), "json": path.name}
         ended = _child_until(args, deadline)
         if path.exists():
-            return json.loads(path.read_text(encoding="utf-8")), ended
+            text = path.read_text(encoding="utf-8")
+            _write_atomic(self.out / path.name, text, self.work)
+            return json.loads(text), ended
         record.count(processes=1)
         if ended.timed_out:
             raise StepTimeout(f"{ended.problem}, before its first run ended")
@@ -657,7 +660,7 @@ class Kit:
     def ladder(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         """bench.ladder in a fresh process: every rung once, then the largest batch, then a second repeat as far as
         the step's time goes. The ladder writes its JSON after every run, so a kill keeps each finished one."""
-        path = self.out / f"ladder-{self.device_type}.json"
+        path = self.work / f"ladder-{self.device_type}.json"
         seconds = max(1.0, deadline - time.monotonic())
         budget = max(1.0, seconds - self.plan.ladder_tail_s)
         args = ["-m", "bench.ladder", "--device", self.device_type, *self.plan.ladder_args,
@@ -1244,11 +1247,22 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside, then rename, so a kit killed mid-write leaves the previous complete file."""
-    partial = path.with_name(path.name + ".partial")
+def scratch_folder(out: Path) -> Path:
+    """A new folder for the kit's temporaries, outside `out`: beside it where it may be made there (the same
+    filesystem, so a finished file is renamed into `out` whole), else in the system's temporary folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}-scratch-", dir=out.resolve().parent))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="gpu-check-"))
+
+
+def _write_atomic(path: Path, text: str, scratch: Path) -> None:
+    """Write in `scratch`, then move into place: a kit killed mid-write leaves the previous complete file and no
+    temporary in the output folder, whose files the device tool brings back (8 at most)."""
+    partial = scratch / (path.name + ".partial")
     partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    shutil.move(partial, path)  # a rename where both share a filesystem, else a copy
 
 
 def _cell(text: str) -> str:

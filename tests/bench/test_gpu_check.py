@@ -229,6 +229,24 @@ def test_the_full_plan_is_the_labs_setting_and_fits_one_device_command():
     assert make_plan(False, "cpu").app_amp == "amp-bf16" and full.app_amp == "amp-fp16"
 
 
+def test_the_kits_temporaries_are_never_in_its_output_folder(tmp_path, monkeypatch):
+    """Issue 34, item 5: a kit killed mid-write (here, before its finished file is moved into place) leaves the
+    complete file before it and no temporary among the 8 files the device tool brings back."""
+    kit = Kit(tmp_path / "out", "cpu", make_plan(True, "cpu"), "test")
+    kit.write()
+    before = (kit.out / JSON_NAME).read_text()
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("bench.gpu_check.shutil.move", killed)
+    with pytest.raises(KeyboardInterrupt):
+        kit.write()
+    assert sorted(path.name for path in kit.out.iterdir()) == [JSON_NAME, MD_NAME]
+    assert (kit.out / JSON_NAME).read_text() == before
+    assert list(kit.work.glob("*.partial")) and not kit.work.resolve().is_relative_to(kit.out.resolve())
+
+
 def test_markdown_lists_pending_steps_before_they_run():
     report = {
         "kit": {"command": "python -m bench.gpu_check --out x", "device": "cuda", "plan": {"name": "full"},
