@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import importlib.util
 import json
 import math
 import os
@@ -27,13 +28,14 @@ import tempfile
 import time
 import traceback
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from bench.cuda_only import gpu_test_files
+from bench.cuda_only import gpu_test_files, read_log
 from bench.kit_reference import FOLDER as REFERENCE_FOLDER
 from bench.kit_reference import KitReference, write_references
 from bench.run_bench import Row, format_table, format_targets
@@ -111,6 +113,9 @@ class Plan:
     app_batch_size: int
     ladder_args: tuple[str, ...]  # step 7, passed to python -m bench.ladder
     ladder_tail_s: float  # step 7's time after the ladder's own budget: its last run (a compile included), its exit
+    # Step 2: pytest-timeout's limit on one test, where it is installed. The largest CUDA-only test (50,000 images
+    # generated, then an epoch trained) is estimated at about 6 s on a GPU; a fresh process inside one, about 6 s.
+    test_timeout_s: float = 30.0
     # Step 3's runs at the lab's batch that are also profiled after their timed training (trainer/profile.py: the
     # step by kind of work; on CUDA the kernels, Tensor Core ones marked) and measure the device's peaks once.
     profile_steps: int = 20
@@ -372,18 +377,22 @@ class Kit:
         files = [_repo_relative(path) for path in gpu_test_files(self.tests_dir)]
         if not files:
             return "failed", f"no test file under {_repo_relative(self.tests_dir)} holds a CUDA-only test"
-        junit = self.work / "cuda-tests.xml"
+        junit, log = self.work / "cuda-tests.xml", self.work / "cuda-tests.jsonl"
         args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only",
-                "--continue-on-collection-errors", f"--junitxml={junit}", *files]
+                "--continue-on-collection-errors", f"--junitxml={junit}", "--cuda-only-log", str(log),
+                *per_test_timeout(self.plan.test_timeout_s), *files]
         record.count(processes=1)
-        done = _child(args, deadline)
-        lines = done.stdout.strip().splitlines()
-        record.data = {"exit_code": done.returncode, "summary_line": lines[-1] if lines else "", "files": files,
-                       **read_junit(junit)}
-        if done.returncode == 5:
+        ended = _child_until(args, deadline)
+        lines = ended.stdout.strip().splitlines()
+        # The log has a line per test as it ends: what a pytest killed at the cap (its report unwritten) had done.
+        record.data = {"exit_code": ended.returncode, "summary_line": lines[-1] if lines else "", "files": files,
+                       "tests_run": read_log(log), **read_junit(junit)}
+        if ended.timed_out:
+            return "timed out", tests_cut_short(record.data["tests_run"], ended.problem)
+        if ended.returncode == 5:
             return "failed", "no CUDA-only test was collected"
         if "cases" not in record.data:  # pytest ended before writing its report
-            return "failed", f"exit code {done.returncode}: {record.data['summary_line'] or _tail(done.stderr)}"
+            return "failed", record.data["summary_line"] or ended.problem
         return cuda_tests_outcome(record.data)
 
     def lab_workload(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
@@ -838,6 +847,24 @@ def _collection_error(text: str) -> str:
     return one_line(lines[-1] if lines else _tail(text))
 
 
+def per_test_timeout(seconds: float) -> list[str]:
+    """pytest-timeout's limit on each test, where it is installed (the GPU machine's image has it): a test that hangs
+    then fails alone and the tests after it still run, rather than the step's cap killing pytest."""
+    if importlib.util.find_spec("pytest_timeout") is None or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return []
+    return ["--timeout", f"{seconds:g}"]
+
+
+def tests_cut_short(tests: list[dict], problem: str) -> str:
+    """Step 2's reason when pytest was killed at the step's cap: the tests that had ended, and the one running."""
+    ended = [test for test in tests if test["outcome"] != "running"]
+    outcomes = Counter(test["outcome"] for test in ended)
+    running = [test["test"] for test in tests if test["outcome"] == "running"]
+    return (f"{problem}; {len(ended)} test(s) had ended, each kept ("
+            + (", ".join(f"{n} {outcome}" for outcome, n in outcomes.items()) or "none") + ")"
+            + (f"; still running: {', '.join(running)}" if running else ""))
+
+
 def cuda_tests_outcome(found: dict) -> tuple[str, str | None]:
     """Step 2's verdict from its JUnit counts: failing tests, then files not collected, each said apart."""
     problems = []
@@ -950,6 +977,11 @@ def _md_tests(data: dict) -> list[str]:
     if not data:
         return []
     lines = [f"pytest: `{data.get('summary_line', '')}`", ""]
+    if data.get("tests_run"):
+        lines += ["| test | outcome | time | note |", "|---|---|---:|---|"]
+        lines += [f"| `{t['test']}` | {t['outcome']} | {t['time_s']:.1f} s | {_cell(t['message'] or '')} |"
+                  for t in data["tests_run"]]
+        lines.append("")
     failing = [c for c in data.get("cases", []) if c["outcome"] in ("failure", "error")]
     lines += [f"- {c['outcome']}: `{c['test']}`: {_cell(c['message'] or '')}" for c in failing]
     lines += [f"- not collected: `{e['file']}`: {_cell(e['message'])}" for e in data.get("collection_errors", [])]
@@ -1182,6 +1214,7 @@ class ChildEnd:
     stdout: str
     problem: str | None
     timed_out: bool
+    returncode: int | None = None  # None: killed at its deadline
 
 
 def _child_until(args: list[str], deadline: float) -> ChildEnd:
@@ -1192,7 +1225,7 @@ def _child_until(args: list[str], deadline: float) -> ChildEnd:
         return ChildEnd(err.stdout, str(err), timed_out=True)
     problem = None if done.returncode == 0 else (
         f"python {' '.join(args[:2])} exit code {done.returncode}: {_tail(done.stderr)}")
-    return ChildEnd(done.stdout, problem, timed_out=False)
+    return ChildEnd(done.stdout, problem, timed_out=False, returncode=done.returncode)
 
 
 def _stop_group(child: subprocess.Popen) -> tuple[str, str]:

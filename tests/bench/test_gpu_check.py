@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.cuda_only import gpu_test_files, is_gpu_only
+from bench.cuda_only import gpu_test_files, is_gpu_only, read_log
 from bench.device_command import DEVICE_COMMAND_LIMIT, GPU_CHECK_DOC, documented_device_command
 from bench.gpu_check import (
     FIRST_TRY_S,
@@ -45,8 +45,10 @@ from bench.gpu_check import (
     main,
     make_plan,
     per_image_figures,
+    per_test_timeout,
     read_junit,
     render_markdown,
+    tests_cut_short,
 )
 from bench.gpu_env import host_facts, nvml_facts, tf32_defaults
 from bench.ladder import LARGEST, rungs_for
@@ -408,6 +410,29 @@ def test_step_2_is_given_only_the_suites_files_that_hold_cuda_only_tests():
     assert "tests/trainer/test_cli.py" not in files  # it skips *on* a GPU: a CPU test
     for path in files:
         assert "streamlit" not in (REPO_ROOT / path).read_text(), path
+
+
+def test_the_cuda_only_log_keeps_each_tests_last_line_in_the_order_they_started(tmp_path):
+    log = tmp_path / "tests.jsonl"
+    lines = [{"test": "a", "outcome": "running"}, {"test": "a", "outcome": "passed", "time_s": 1.5},
+             {"test": "b", "outcome": "running"}]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"test": "b", "outc')  # cut by a kill
+    assert read_log(log) == [lines[1], lines[2]]
+    assert read_log(tmp_path / "absent.jsonl") == []
+    assert tests_cut_short(read_log(log), "timed out after 70 s") == (
+        "timed out after 70 s; 1 test(s) had ended, each kept (1 passed); still running: b")
+
+
+def test_step_2_limits_each_test_only_where_pytest_timeout_is_installed(monkeypatch):
+    """The GPU machine's image has pytest-timeout; a pytest without it would refuse the option."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object() if name == "pytest_timeout" else None)
+    assert per_test_timeout(30.0) == ["--timeout", "30"]
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # installed, but pytest would not load it
+    assert per_test_timeout(30.0) == []
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert per_test_timeout(30.0) == []
 
 
 def test_junit_collection_errors_are_counted_apart_from_failing_tests(tmp_path):

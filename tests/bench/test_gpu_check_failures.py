@@ -190,6 +190,72 @@ def test_step_2_collects_only_gpu_test_files_and_reports_one_that_cannot_import_
     assert (status, reason, record.data["passed"], record.data["collection_errors"]) == ("ok", None, 1, [])
 
 
+HANGS = f'''import time
+
+import pytest
+import torch
+
+
+{GPU_ONLY}
+def test_first():
+    pass
+
+
+{GPU_ONLY}
+def test_second_fails():
+    assert False, "a real failure"
+
+
+{GPU_ONLY}
+def test_third_hangs():
+    time.sleep(600)
+
+
+{GPU_ONLY}
+def test_fourth_after_it():
+    pass
+'''
+
+
+def pretend_gpu(tmp_path: Path, monkeypatch, tests: dict[str, str]) -> Kit:
+    """A kit whose step 2 runs these test files under a pytest that believes in a GPU (a plugin patches
+    torch.cuda.is_available)."""
+    fake = write_package(tmp_path / "fake", {"fake_gpu.py": "import torch\n\ntorch.cuda.is_available = lambda: True\n"})
+    on_pythonpath(monkeypatch, fake)
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p fake_gpu")
+    kit = kit_for(tmp_path, device="cuda")
+    kit.tests_dir, kit.sees_cuda = write_package(tmp_path / "tests", tests), True
+    return kit
+
+
+def test_step_2_killed_at_its_cap_keeps_each_finished_test_and_names_the_one_running(tmp_path, monkeypatch):
+    """Issue 34, item 2: pytest killed before it writes its report; the plugin's log kept what had ended."""
+    monkeypatch.setattr("bench.gpu_check.per_test_timeout", lambda seconds: [])  # as where pytest-timeout is not
+    kit = pretend_gpu(tmp_path, monkeypatch, {"test_gpu.py": HANGS})
+    record = kit.records[1]
+    status, reason = kit.cuda_tests(record, time.monotonic() + 45)
+    outcomes = {test["test"].split("::")[-1]: test["outcome"] for test in record.data["tests_run"]}
+    assert outcomes == {"test_first": "passed", "test_second_fails": "failed", "test_third_hangs": "running"}
+    assert "cases" not in record.data  # pytest wrote no report
+    assert status == "timed out" and "2 test(s) had ended, each kept (1 passed, 1 failed)" in reason
+    assert reason.endswith("still running: test_gpu.py::test_third_hangs") and "\n" not in reason
+    kit.finish(record, status, reason)
+    assert "| `test_gpu.py::test_second_fails` | failed |" in (kit.out / MD_NAME).read_text()
+
+
+def test_step_2_with_pytest_timeout_fails_the_hanging_test_alone_and_runs_the_rest(tmp_path, monkeypatch):
+    pytest.importorskip("pytest_timeout")
+    monkeypatch.setattr("bench.gpu_check.per_test_timeout", lambda seconds: ["--timeout", "5"])
+    kit = pretend_gpu(tmp_path, monkeypatch, {"test_gpu.py": HANGS})
+    record = kit.records[1]
+    status, reason = kit.cuda_tests(record, time.monotonic() + 120)
+    outcomes = {test["test"].split("::")[-1]: test["outcome"] for test in record.data["tests_run"]}
+    assert outcomes == {"test_first": "passed", "test_second_fails": "failed", "test_third_hangs": "failed",
+                        "test_fourth_after_it": "passed"}
+    assert (record.data["passed"], record.data["failures"]) == (2, 2)
+    assert status == "failed" and reason.startswith("2 passed; 2 of 4 CUDA-only tests failed")
+
+
 # ---- item 9: a GPU run where torch sees no GPU ----------------------------------------------------------------
 
 
