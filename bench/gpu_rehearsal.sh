@@ -55,7 +55,7 @@ build_environment() {
     "$ENV/bin/python" -m pip install --quiet --disable-pip-version-check $TORCH_PACKAGES $IMAGE_PACKAGES \
         >"$DIR/build.log" 2>&1 || { grep -v "is ignored: it is neither" "$DIR/build.log" | tail -5
                                     fail "the environment did not install: $DIR/build.log"; }
-    # Streamlit must not be there: the device command's wheels bring it, or step 6 says it is missing.
+    # Streamlit must not be there: the device command's wheels bring it, or step 5 says it is missing.
     if "$ENV/bin/python" -c "import streamlit" 2>/dev/null; then
         fail "streamlit got into $ENV: it must come from the wheels"
     fi

@@ -78,13 +78,13 @@ def test_the_documented_device_command_runs_the_kit_when_the_wheel_folder_is_mis
     assert report["kit"]["finished"] and report["steps"][1]["reason"] == NO_GPU  # step 2 ran and found none
 
 
-# ---- item 3: the app step when Streamlit fails ------------------------------------------------------------------
+# ---- item 3: the app step (5) when Streamlit fails --------------------------------------------------------------
 
 
-def test_step_6_runs_and_keeps_the_job_when_streamlit_cannot_be_imported(tmp_path, monkeypatch):
+def test_step_5_runs_and_keeps_the_job_when_streamlit_cannot_be_imported(tmp_path, monkeypatch):
     on_pythonpath(monkeypatch, fake_streamlit(tmp_path / "fake", testing_v1=None))
     kit = kit_for(tmp_path)
-    record = kit.records[5]
+    record = kit.records[4]
     status, reason = kit.app(record, time.monotonic() + 120)
     job, page = record.data["job"], record.data["page"]
     assert job["status"] == "done" and [run["precision"] for run in job["runs"]] == ["fp32", "amp-bf16"]
@@ -102,13 +102,13 @@ def test_step_6_runs_and_keeps_the_job_when_streamlit_cannot_be_imported(tmp_pat
     assert "- fp32 on " in markdown and "Results page: not rendered: Streamlit cannot be imported" in markdown
 
 
-def test_step_6_keeps_the_job_when_the_page_crashes_its_process(tmp_path, monkeypatch):
+def test_step_5_keeps_the_job_when_the_page_crashes_its_process(tmp_path, monkeypatch):
     """As a native crash inside Streamlit would: the check dies with SIGKILL while it renders the page."""
     crash = "import os\nimport signal\n\nclass AppTest:\n    @classmethod\n    def from_file(cls, *args, **kwargs):\n" \
             "        os.kill(os.getpid(), signal.SIGKILL)\n"
     on_pythonpath(monkeypatch, fake_streamlit(tmp_path / "fake", testing_v1=crash))
     kit = kit_for(tmp_path)
-    record = kit.records[5]
+    record = kit.records[4]
     status, reason = kit.app(record, time.monotonic() + 120)
     assert record.data["job"]["status"] == "done" and len(record.data["job"]["runs"]) == 2
     assert record.data["page"]["rendered"] is False
@@ -117,22 +117,22 @@ def test_step_6_keeps_the_job_when_the_page_crashes_its_process(tmp_path, monkey
 
 
 def test_a_child_killed_at_its_deadline_leaves_what_it_printed_before():
-    """What step 6 reads when its page hangs past the step's time: the job's line, printed before the page."""
+    """What step 5 reads when its page hangs past the step's time: the job's line, printed before the page."""
     hang = "import time; print('{\"job\": \"done\"}', flush=True); time.sleep(60)"
     ended = _child_until(["-c", hang], time.monotonic() + 1.5)
     assert ended.timed_out and "timed out after" in ended.problem
     assert _last_json(ended.stdout) == {"job": "done"}
 
 
-# ---- item 4: the benchmark killed at its cap ---------------------------------------------------------------------
+# ---- item 4: the benchmark (6) killed at its cap -----------------------------------------------------------------
 
 
-def test_step_5_keeps_the_finished_runs_when_the_bench_is_killed_at_the_steps_cap(tmp_path, monkeypatch):
+def test_step_6_keeps_the_finished_runs_when_the_bench_is_killed_at_the_steps_cap(tmp_path, monkeypatch):
     """The bench is told a budget past the step's end (as if its last run overran), so the kit kills it."""
     monkeypatch.setattr("bench.gpu_check.BENCH_TAIL_S", -600.0)
     kit = kit_for(tmp_path, bench_args=("--batch-size", "16", "--subset", "96", "--epochs", "1", "--repeats", "5",
-                                        "--workers", "0", "--test-subset", "16", "--modes", "fp32"))
-    record = kit.records[4]
+                                        "--workers", "0", "--test-subset", "16"), bench_modes=("fp32",))
+    record = kit.records[5]
     status, reason = kit.benchmark(record, time.monotonic() + 15)
     assert status == "timed out" and "runs that ended are kept" in reason
     assert "--budget" in record.data["command"] and record.data["finished"] is False
