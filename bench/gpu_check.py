@@ -18,6 +18,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -36,6 +37,7 @@ from pathlib import Path
 import torch
 
 from bench.cuda_only import gpu_test_files, read_log
+from bench.gpu_env import nvml_facts
 from bench.kit_reference import FOLDER as REFERENCE_FOLDER
 from bench.kit_reference import KitReference, write_references
 from bench.run_bench import Row, bench_configs, format_table, format_targets, resolve_modes
@@ -353,6 +355,7 @@ class Kit:
         self.start_s = PLANNED_START_S  # a fresh process's start: step 1 times its own
         self.left_out: list[str] = []  # the time plan's optional units left out (OPTIONAL_UNITS)
         self.time_plan: dict = {}
+        self.nvml_name: str | None = None  # the GPU's name as NVML gives it, asked once where step 1 did not run
 
     # ---- running ------------------------------------------------------------------------------
 
@@ -470,6 +473,31 @@ class Kit:
         }
         print(f"    time plan: {time_plan_line(self.time_plan)}", flush=True)
 
+    def machine(self) -> dict:
+        """This machine's name and its short name for file names ("h100", "h200"; "cpu"): step 1's, else on a GPU
+        NVML's first (asked without a CUDA context), so H100 figures are never filed as an H200's."""
+        found = self.records[0].data
+        if self.device_type != "cuda":
+            return {"name": (found.get("environment") or {}).get("device_name"), "slug": "cpu"}
+        name = found.get("gpu_name")
+        if name is None and self.nvml_name is None:
+            self.nvml_name = next((gpu["name"] for gpu in nvml_facts(None).get("gpus", [])), "")
+        name = name or self.nvml_name or None
+        return {"name": name, "slug": machine_slug(name)}
+
+    def files_to_commit(self) -> dict[str, str]:
+        """Each file the kit wrote that belongs in the project, and where (docs/gpu-check.md): named after this
+        machine and today's date."""
+        slug, date = self.machine()["slug"], self.started.date().isoformat()
+        gpu = f"-{slug}" if self.device_type == "cuda" else ""
+        moves = {MD_NAME: f"bench/results/gpu-check-{slug}-{date}.md",
+                 JSON_NAME: f"bench/results/gpu-check-{slug}-{date}.json"}
+        if (self.out / f"bench-{slug}.json").exists():  # as bench/results/ names them: cpu-DATE.json
+            moves[f"bench-{slug}.json"] = f"bench/results/{self.device_type}{gpu}-{date}.json"
+        if (self.out / f"ladder-{slug}.json").exists():  # the date first: the page takes the last name as the newest
+            moves[f"ladder-{slug}.json"] = f"reference/ladder-{self.device_type}-{date}{gpu}.json"
+        return moves
+
     def left_out_reason(self) -> str:
         return f"left out by the time plan: {time_plan_line(self.time_plan)}"
 
@@ -487,7 +515,8 @@ class Kit:
                 "device": self.device_type,
                 "plan": asdict(self.plan),
                 "time_plan": self.time_plan,
-
+                "machine": self.machine(),
+                "files_to_commit": self.files_to_commit(),
                 "started_at": self.started.isoformat(timespec="seconds"),
                 "duration_s": round(time.monotonic() - self.clock, 1),
                 "finished": self.records[-1].status != "pending",
@@ -769,7 +798,7 @@ class Kit:
         return "ok", None
 
     def benchmark(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
-        path = self.work / f"bench-{self.device_type}.json"
+        path = self.work / f"bench-{self.machine()['slug']}.json"
         seconds = max(1.0, deadline - time.monotonic())
         # The bench stops starting runs before the step's end and writes its JSON after every run, so a bench that
         # still overruns and is killed leaves each finished run to read.
@@ -830,7 +859,7 @@ class Kit:
     def ladder(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         """bench.ladder in a fresh process: every rung once, then the largest batch, then a second repeat as far as
         the step's time goes. The ladder writes its JSON after every run, so a kill keeps each finished one."""
-        path = self.work / f"ladder-{self.device_type}.json"
+        path = self.work / f"ladder-{self.machine()['slug']}.json"
         seconds = max(1.0, deadline - time.monotonic())
         budget = max(1.0, seconds - self.plan.ladder_tail_s)
         args = ["-m", "bench.ladder", "--device", self.device_type, *self.plan.ladder_args,
@@ -933,6 +962,15 @@ class Kit:
                 self.out, self.device_type, self.started.date().isoformat(), self.references)
         except OSError as err:
             summary["problems"] = [f"not written: {one_line(err)}"]
+
+
+def machine_slug(gpu_name: str | None) -> str:
+    """A GPU's short name for file names: its model where its name holds one ("NVIDIA H100 80GB HBM3": h100,
+    "NVIDIA H200": h200), else its name in lower case, "cuda" where it is not known."""
+    if not gpu_name:
+        return "cuda"
+    model = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b", gpu_name.upper().replace("NVIDIA", ""))
+    return model.group(1).lower() if model else re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
 
 
 def time_plan_line(plan: dict) -> str:
@@ -1060,8 +1098,9 @@ def cuda_tests_outcome(found: dict) -> tuple[str, str | None]:
 def render_markdown(report: dict) -> str:
     """gpu-check.md: the steps at a glance, then each step's tables, ready to paste into the README."""
     kit, steps = report["kit"], report["steps"]
+    machine = kit.get("machine") or {}
     lines = [
-        "# GPU acceptance kit",
+        "# GPU acceptance kit" + (f": {machine['name']}" if machine.get("name") else ""),
         "",
         f"`{kit['command']}`: device {kit['device']}, {kit['plan']['name']} plan, started {kit['started_at']}, "
         f"{kit['duration_s']:.0f} s so far" + ("" if not kit["finished"] else " (finished)") + ".",
@@ -1075,7 +1114,9 @@ def render_markdown(report: dict) -> str:
                      f"{s['counts']['train_steps']:,} | {_cell(s['reason'] or '')} |")
     if kit.get("time_plan"):
         lines += ["", f"Time plan (docs/gpu-check.md): {time_plan_line(kit['time_plan'])}."]
-
+    if kit.get("files_to_commit"):
+        lines += ["", "To commit (named after this machine and the date): " + "; ".join(
+            f"`{name}` as `{path}`" for name, path in kit["files_to_commit"].items()) + "."]
     by_name = {s["name"]: s for s in steps}
     lines += _md_references(by_name["summary"]["data"].get("references") or {})
     renders = {"environment": _md_environment, "cuda_tests": _md_tests, "lab_workload": _md_lab, "memory": _md_memory,

@@ -46,6 +46,7 @@ from bench.gpu_check import (
     lab_runs,
     lab_time_s,
     ladder_outcome,
+    machine_slug,
     main,
     make_plan,
     per_image_figures,
@@ -585,11 +586,39 @@ def test_the_app_runs_before_the_benchmark_which_keeps_the_data_resident_and_rea
     monkeypatch.setattr(Kit, "reporting_child", no_bench)
     kit = Kit(tmp_path, "cuda", make_plan(False, "cuda"), "test")
     kit.prepared_root = tmp_path / "split"
+    kit.records[0].data = {"gpu_name": "NVIDIA H100 80GB HBM3"}
     assert kit.benchmark(kit.records[5], time.monotonic() + 60) == ("failed", "not run here")
     (args,) = started
+    assert Path(args[args.index("--json") + 1]).name == "bench-h100.json"  # named after step 1's GPU
     assert args[args.index("--loaders") + 1] == "resident" and "--modes" not in args  # fp32 and amp-fp16 there
     assert args[args.index("--data-root") + 1] == str(tmp_path / "split")
     assert args[args.index("--data") + 1] == "synthetic"
+
+
+def test_the_kit_names_its_files_and_its_title_after_the_gpu_step_1_found(tmp_path, monkeypatch):
+    """Issue 34, item 4: a first call that names no kind gets an H100; its figures must not be filed as an H200's."""
+    kit = Kit(tmp_path / "out", "cuda", make_plan(False, "cuda"), "test")
+    kit.records[0].data = {"gpu_name": "NVIDIA H100 80GB HBM3"}
+    assert kit.machine() == {"name": "NVIDIA H100 80GB HBM3", "slug": "h100"}
+    for name in ("bench-h100.json", "ladder-h100.json"):
+        (kit.out / name).write_text("{}")
+    date = kit.started.date().isoformat()
+    assert kit.files_to_commit() == {
+        MD_NAME: f"bench/results/gpu-check-h100-{date}.md", JSON_NAME: f"bench/results/gpu-check-h100-{date}.json",
+        "bench-h100.json": f"bench/results/cuda-h100-{date}.json",
+        "ladder-h100.json": f"reference/ladder-cuda-{date}-h100.json"}
+    kit.write()
+    markdown = (kit.out / MD_NAME).read_text()
+    assert markdown.startswith("# GPU acceptance kit: NVIDIA H100 80GB HBM3\n")
+    assert f"`bench-h100.json` as `bench/results/cuda-h100-{date}.json`" in markdown
+
+    asked = []  # without step 1 (a retry): NVML's name, asked once and without a CUDA context
+    monkeypatch.setattr("bench.gpu_check.nvml_facts",
+                        lambda uuid: asked.append(uuid) or {"gpus": [{"name": "NVIDIA H200"}]})
+    retry = Kit(tmp_path / "retry", "cuda", make_plan(False, "cuda"), "test", only={6})
+    assert retry.machine()["slug"] == retry.machine()["slug"] == "h200" and asked == [None]
+    assert [machine_slug(name) for name in ("NVIDIA H200 NVL", "NVIDIA A100-SXM4-80GB", None)] == [
+        "h200", "a100", "cuda"]
 
 
 def test_the_labs_time_leaves_out_the_epochs_added_for_the_steady_window():
