@@ -106,7 +106,8 @@ RESIDENT_ORDER = ("fp32", "amp-fp16", "amp-bf16", LAB_BASELINE, "tf32")
 
 @dataclass(frozen=True)
 class Plan:
-    """How much each step does: `full` is the lab's setting sized for an H200, `quick` checks the wiring."""
+    """How much each step does: `full` is the lab's setting sized for an H100 or an H200, `quick` checks the
+    wiring."""
 
     name: str  # full | quick
     budget_s: float  # the whole kit; a step past it is recorded as out of time
@@ -143,8 +144,8 @@ class Plan:
 
 
 def make_plan(quick: bool, device_type: str) -> Plan:
-    """The full plan (lab sizes, about 6 minutes of an H200 by docs/gpu-check.md's estimate, and no more than
-    FIRST_TRY_S) or the quick one."""
+    """The full plan (lab sizes, about 4.5 minutes of an H100 or an H200 by docs/gpu-check.md's time plan, and no
+    more than FIRST_TRY_S) or the quick one."""
     on_gpu = device_type == "cuda"
     # fp16 is the mode with a real GradScaler on Tensor Cores; on a CPU it is tens of times slower, so bf16 there.
     amp = "amp-fp16" if on_gpu else "amp-bf16"
@@ -179,8 +180,8 @@ def make_plan(quick: bool, device_type: str) -> Plan:
             # The lab's own comparison and strict fp32 with the lab's DataLoader: its other modes' rows cost a
             # fresh process and 260,000 images each, and the resident rows already give those modes' figures.
             lab_dataloader_modes=(*LAB_COMPARISON, "fp32"),
-            # An H200 trains the lab's 5 epochs in about a second: a few seconds of steady window measure the
-            # arithmetic rather than one-off setup (cuDNN's plans, lazy kernel loading, clocks ramping up).
+            # An H100 or an H200 trains the lab's 5 epochs in about a second: a few seconds of steady window
+            # measure the arithmetic rather than one-off setup (cuDNN's plans, lazy kernel loading, clocks ramping).
             lab_min_steady_s=3.0,
             sweep_batch_size=1024,  # the sweep page's largest default (server.offer.sweep_defaults: 64, 256, 1024)
             workers=4,
@@ -207,8 +208,11 @@ def make_plan(quick: bool, device_type: str) -> Plan:
         # Measured on this project's 2-core machine, other work beside it (docs/gpu-check.md).
         work_s={"environment": 0.5, "cuda_tests": 0.0, "lab_once": 2.0, "lab_dataloader": 6.0, "lab_resident": 5.0,
                 "lab_sweep": 4.0, "breakdown": 6.0, "search": 2.0, "app": 11.0, "bench_run": 4.5, "ladder": 30.0},
+        # The ladder's cap holds its rungs and its compiled larger batch on 2 busy cores, each process 3 s slower
+        # to start (the rehearsal's option): measured so, the rungs took 128 s (torch.compile's 54 s of it, at a
+        # load average of 6 to 10) and the larger batch, a compile again, over 77 s.
         step_caps_s={"environment": 45, "cuda_tests": 120, "lab_workload": 120, "memory": 60, "benchmark": 130,
-                     "app": 90, "ladder": 150},
+                     "app": 90, "ladder": 270},
         lab_epochs=1, lab_subset=96, lab_test_subset=32, lab_batch_size=32, lab_warmup_steps=1,
         lab_dataloader_modes=("fp32",), lab_min_steady_s=0.5, sweep_batch_size=16, workers=2,
         probe_precisions=("amp-fp16",), breakdown_precisions=("fp32", amp), breakdown_batches=(8, 32),
@@ -216,7 +220,7 @@ def make_plan(quick: bool, device_type: str) -> Plan:
                     "--test-subset", "32"),
         bench_modes=None if on_gpu else ("fp32",), bench_loaders=LOADERS,
         app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32, profile_steps=2,
-        ladder_args=("--quick", "--repeats", "1"), ladder_tail_s=30.0,
+        ladder_args=("--quick", "--repeats", "1"), ladder_tail_s=90.0,  # a compiled run on 2 busy cores
     )
 
 
