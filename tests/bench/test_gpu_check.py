@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from dataclasses import replace
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from bench.cuda_only import gpu_test_files, is_gpu_only, read_log
-from bench.device_command import DEVICE_COMMAND_LIMIT, GPU_CHECK_DOC, documented_device_command
+from bench.device_command import DEVICE_COMMAND_LIMIT, GPU_CHECK_DOC, documented_calls, documented_device_command
 from bench.gpu_check import (
     FIRST_TRY_S,
     JSON_NAME,
@@ -472,11 +473,34 @@ def test_an_optional_run_that_no_longer_fits_its_step_is_left_out_rather_than_cu
     assert rows[("dataloader", "fp32", 256)]["reason"].startswith("left out: the step's ")
 
 
-def test_the_documented_device_command_goes_on_without_the_wheels_and_fits_the_device_tool():
-    command = documented_device_command()
-    assert len(command) < DEVICE_COMMAND_LIMIT
-    assert "&&" not in command  # issue 22, item 2: a failed wheel install must not stop the kit
-    assert "bench.gpu_check --out $OUT" in command
+def test_the_windows_two_documented_calls_go_on_without_the_wheels_and_fit_the_device_tool():
+    """Issue 34, item 4: both calls are on the page, ready to paste; the second is the first with step 1 and the
+    ladder, so it needs no reading of the first's results before it is sent."""
+    first, second = documented_calls()
+    assert documented_device_command() == first
+    for command in (first, second):
+        assert len(command) < DEVICE_COMMAND_LIMIT
+        assert "&&" not in command  # issue 22, item 2: a failed wheel install must not stop the kit
+    assert "bench.gpu_check --out $OUT;" in first
+    assert second == first.replace("--out $OUT;", "--out $OUT --only 1,7;")
+    text = DOC.read_text()
+    assert "| 1, the first try | left out (an H100), or `\"nvidia-h200\"` | `[\".gpu-wheels\"]` | 420 | 330 s |" in text
+    assert f"| 2, the ladder (or a retry) | left out (the first call's kind) | `[\".gpu-wheels\"]` | 300 | " \
+           f"{SECOND_CALL_S:.0f} s |" in text
+    assert make_plan(False, "cuda").budget_s == FIRST_TRY_S == 330
+
+
+def test_the_time_plans_table_is_the_codes():
+    """docs/gpu-check.md's table of the full plan's units, against Kit.units on a GPU that runs every mode."""
+    kit = Kit(Path(tempfile.mkdtemp()) / "out", "cuda", make_plan(False, "cuda"), "test")
+    kit.supported_modes = list(PRECISIONS)
+    rows = re.findall(r"^\| (\d) [^|]+ \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", DOC.read_text(), re.MULTILINE)
+    assert [int(row[0]) for row in rows] == list(range(1, 8))
+    for number, processes, work, at_5, at_8 in rows:
+        units = kit.units(STEPS[int(number) - 1][0])
+        assert int(processes) == sum(unit.processes for unit in units), number
+        assert float(work) == sum(unit.work_s for unit in units), number
+        assert (float(at_5), float(at_8)) == tuple(sum(unit.seconds(start) for unit in units) for start in (5, 8))
 
 
 def test_step_2_is_given_only_the_suites_files_that_hold_cuda_only_tests():
