@@ -10,9 +10,10 @@
 #                             machine), that python3 runs it and nothing is installed
 #   make gpu-check GPU_CHECK_ARGS="--device cpu --quick"     the same kit's wiring on a CPU, in a few minutes
 #   make gpu-check PY=python3 any python with torch runs it (nothing is installed then)
-#   make gpu-rehearsal        the device command of docs/gpu-check.md on this CPU as the lent H200 runs it: Python
-#                             3.12, torch 2.11.0, the kit's wheels, a copy of the carried tree (not in make test:
-#                             the first run downloads several GB into .rehearsal/)
+#   make gpu-rehearsal        the window's two device commands of docs/gpu-check.md on this CPU as a lent H100 or
+#                             H200 runs them: Python 3.12, torch 2.11.0, the kit's wheels, a copy of the carried tree
+#                             (not in make test: the first run downloads several GB into .rehearsal/);
+#                             REHEARSAL_SLOW_START_S=3 make gpu-rehearsal: every fresh Python process 3 s slower
 
 PYTHON ?= python3.11
 VENV ?= .venv

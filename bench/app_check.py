@@ -1,4 +1,4 @@
-"""Step 6 of the GPU kit, in a fresh process: the class-server path end to end on one device.
+"""Step 5 of the GPU kit, in a fresh process: the class-server path end to end on one device.
 
 A comparison (fp32 against an AMP mode) is submitted to the app's job manager (`server.jobs.JobManager`, as the Run
 page does), runs as the server runs it (each run in its own process), and the Results page is then rendered on

@@ -4,7 +4,7 @@
 
 Steps, in order, each bounded in time and each written to DIR/gpu-check.json and DIR/gpu-check.md as soon as it
 ends (a failed step records its error and the kit goes on): 1 environment, 2 the CUDA-only tests, 3 the lab
-workload, 4 the largest batch and the memory picture, 5 the benchmark, 6 the app, 7 the ladder to the fastest lab
+workload, 4 the largest batch and the memory picture, 5 the app, 6 the benchmark, 7 the ladder to the fastest lab
 run (only when --only names it: a call of its own), 8 the summary. See docs/gpu-check.md for what each figure means
 and how long the full plan takes.
 """
@@ -14,9 +14,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import importlib.util
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -27,20 +29,22 @@ import tempfile
 import time
 import traceback
 import xml.etree.ElementTree as ET
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 
-from bench.cuda_only import gpu_test_files
+from bench.cuda_only import gpu_test_files, read_log
+from bench.gpu_env import nvml_facts
 from bench.kit_reference import FOLDER as REFERENCE_FOLDER
 from bench.kit_reference import KitReference, write_references
-from bench.run_bench import Row, format_table, format_targets
+from bench.run_bench import Row, bench_configs, format_table, format_targets, resolve_modes
 from server.batch_probe import PROBE_CEILING, PROBE_START, probe_max_batch
 from server.offer import QUICK_DEMO
 from trainer.child_process import REPO_ROOT, ChildProcessError
-from trainer.config import AMP_PRECISIONS, PRECISIONS, RunConfig
+from trainer.config import AMP_PRECISIONS, LOADERS, PRECISIONS, RunConfig
 from trainer.errors import CancelledError, TrainerError, one_line
 from trainer.isolated import run_isolated
 from trainer.results import MEMORY_LABELS, RunResult, compare
@@ -53,8 +57,10 @@ STEPS = (
     ("cuda_tests", "CUDA-only tests"),
     ("lab_workload", "Lab workload"),
     ("memory", "Largest batch and memory"),
-    ("benchmark", "Benchmark: plain loop vs trainer"),
+    # The app before the benchmark: it is the class server's only end-to-end check, and the benchmark, which stops
+    # starting runs at its budget, is the step that gives way when the time runs short.
     ("app", "The app: a comparison through the job manager, Results page in AppTest"),
+    ("benchmark", "Benchmark: plain loop vs trainer"),
     ("ladder", "The ladder to the fastest lab run"),
     ("summary", "Summary"),
 )
@@ -64,14 +70,27 @@ OPT_IN_STEPS = ("ladder",)
 NO_GPU = "no GPU"
 NO_CUDA = "torch sees no CUDA GPU (torch.cuda.is_available() is False)"
 CPU_STEPS = ("environment",)  # the steps that run without a GPU under --device cuda: step 1 says why there is none
-# The lent GPU's window (docs/gpu-check.md): 15 minutes of device time in all, the machine's start included, and at
-# most 10 minutes a command. The first try is planned to end by about 6 minutes, so that one retry still fits.
-FIRST_TRY_S = 360.0
-RETRY_S = 240.0  # the most a retry (--only) may take in the same window
+# The lent GPU's window (docs/gpu-check.md, "The window"): 15 minutes of device time in all, each machine's start
+# (1-2 minutes) and the 30 s it stays warm after a call included, at most 10 minutes a command. Two calls, the
+# second sent as the first ends; if the machine has gone back by then, a second start: 120 + 15 + 330 + 30 + 120 +
+# 15 + 210 + 30 = 870 s (starts, wheels, calls, warm waits), within the 900.
+FIRST_TRY_S = 330.0
+SECOND_CALL_S = 210.0  # the window's second call: the ladder, or a retry (--only)
 BENCH_TAIL_S = 20.0  # after the bench's own budget: its last run, its environment record and its exit
-PAGE_RESERVE_S = 25.0  # step 6: kept for the Results page after the job (it took 3 s on 2 CPU cores)
-RESERVE_PER_STEP_S = 20.0  # kept back for each later step, so one slow step cannot starve all the others
+PAGE_RESERVE_S = 25.0  # step 5: kept for the Results page after the job (it took 3 s on 2 CPU cores)
 MIN_STEP_S = 10.0  # a step given less than this is skipped as out of time rather than started
+# The time plan (docs/gpu-check.md, "The time plan"): each step's work counted as fresh processes, each costing what
+# step 1's own took (this until it has run), plus the rest of its seconds (Plan.work_s). The plan fills at most
+# PLAN_FILL of the time left; where it would fill more, the runs of OPTIONAL_UNITS are left out, least valuable
+# first, before any of them starts.
+PLANNED_START_S = 5.0  # a fresh process: Python, torch, a run's imports, a CUDA context
+PLAN_FILL = 0.85
+SWEEP_UNIT = "the sweep's second point"
+SEARCH_UNIT = "the largest-batch search"
+# Least valuable first: strict fp32 with the lab's DataLoader (the lab's own comparison is fp32-default against
+# amp-fp16), the sweep's second point (a reference for one page), the largest-batch search (on a large GPU it can
+# only say "at least 16,384", which the breakdown's straight line goes past), tf32 with the data resident.
+OPTIONAL_UNITS = ("fp32 dataloader", SWEEP_UNIT, SEARCH_UNIT, "tf32 resident")
 EXIT_OK, EXIT_STEP_FAILED, EXIT_BAD_ARGUMENTS = 0, 1, 2
 # Step 3's modes: the lab's own baseline first (fp32 as PyTorch defaults, as its script runs), then the trainer's
 # others.
@@ -87,7 +106,8 @@ RESIDENT_ORDER = ("fp32", "amp-fp16", "amp-bf16", LAB_BASELINE, "tf32")
 
 @dataclass(frozen=True)
 class Plan:
-    """How much each step does: `full` is the lab's setting sized for an H200, `quick` checks the wiring."""
+    """How much each step does: `full` is the lab's setting sized for an H100 or an H200, `quick` checks the
+    wiring."""
 
     name: str  # full | quick
     budget_s: float  # the whole kit; a step past it is recorded as out of time
@@ -104,34 +124,64 @@ class Plan:
     probe_precisions: tuple[str, ...]  # step 4; tf32 keeps fp32 tensors, so its footprint is fp32's
     breakdown_precisions: tuple[str, ...]  # step 4's memory page breakdown, one step of each
     breakdown_batches: tuple[int, int]  # ... at these two batch sizes (their difference gives the bytes per image)
-    bench_args: tuple[str, ...]  # step 5, passed to python -m bench.run_bench
-    app_amp: str  # step 6: the AMP mode compared with fp32 where step 1 did not name this device's best
+    bench_args: tuple[str, ...]  # step 6, passed to python -m bench.run_bench: its sizes
+    bench_modes: tuple[str, ...] | None  # step 6's modes; None: the bench's own (fp32 and this device's AMP mode)
+    bench_loaders: tuple[str, ...]  # step 6's loaders
+    app_amp: str  # step 5: the AMP mode compared with fp32 where step 1 did not name this device's best
     app_subset: int
     app_epochs: int
     app_batch_size: int
     ladder_args: tuple[str, ...]  # step 7, passed to python -m bench.ladder
     ladder_tail_s: float  # step 7's time after the ladder's own budget: its last run (a compile included), its exit
+    # The seconds of one unit of work beyond its fresh processes, as the time plan counts them (Kit.units).
+    work_s: dict[str, float] = field(default_factory=dict)
+    # Step 2: pytest-timeout's limit on one test, where it is installed. The largest CUDA-only test (50,000 images
+    # generated, then an epoch trained) is estimated at about 6 s on a GPU; a fresh process inside one, about 6 s.
+    test_timeout_s: float = 30.0
     # Step 3's runs at the lab's batch that are also profiled after their timed training (trainer/profile.py: the
     # step by kind of work; on CUDA the kernels, Tensor Core ones marked) and measure the device's peaks once.
     profile_steps: int = 20
 
 
 def make_plan(quick: bool, device_type: str) -> Plan:
-    """The full plan (lab sizes, about 6 minutes of an H200 by docs/gpu-check.md's estimate, and no more than
-    FIRST_TRY_S) or the quick one."""
+    """The full plan (lab sizes, about 4.5 minutes of an H100 or an H200 by docs/gpu-check.md's time plan, and no
+    more than FIRST_TRY_S) or the quick one."""
     on_gpu = device_type == "cuda"
     # fp16 is the mode with a real GradScaler on Tensor Cores; on a CPU it is tens of times slower, so bf16 there.
     amp = "amp-fp16" if on_gpu else "amp-bf16"
     if not quick:
-        # Each cap is about the step's estimate plus a margin (docs/gpu-check.md), and sets what a retry takes.
+        # Each cap is the step's estimate at 8 s a fresh process plus a margin (docs/gpu-check.md), and sets what
+        # a retry takes.
         return Plan(
             name="full", budget_s=FIRST_TRY_S,
-            step_caps_s={"environment": 30, "cuda_tests": 60, "lab_workload": 200, "memory": 40,
-                         "benchmark": 100, "app": 80, "ladder": RETRY_S},
+            step_caps_s={"environment": 30, "cuda_tests": 70, "lab_workload": 200, "memory": 45, "app": 60,
+                         "benchmark": 80, "ladder": SECOND_CALL_S},
+            # Estimates (docs/gpu-check.md, "The time plan"): the lab's DataLoader at 17,000 images/s (4 workers
+            # through PIL at 4,300 each, measured on a CPU core here); an eager step of the lab's model on the GPU
+            # in 2 ms (about 100 kernel launches); 50,000 synthetic images generated in 3.8 s.
+            work_s={
+                "environment": 1.0,  # NVML and the records, after the imports and the CUDA context
+                # Collection 3 s, the first CUDA use 2 s, the 50,000-image run 6 s, the out-of-memory test 2 s, the
+                # partial-batch test 3 s, autocast's op lists 2 s, the other 9 tests 6 s.
+                "cuda_tests": 24.0,
+                "lab_once": 8.0,  # the split generated once (5 s), the device's peaks measured once (3 s)
+                "lab_dataloader": 17.0,  # 260,000 images through the DataLoader (15.3 s), 20 profiled steps
+                "lab_resident": 5.5,  # the 3 s steady window, a second of warm-up and set-up, 20 profiled steps
+                "lab_sweep": 4.0,  # the 3 s steady window and its set-up, at batch 1,024
+                "breakdown": 2.0,  # 8 steps at batch 256 and 4,096
+                "search": 2.0,  # per precision: one try of two steps at the search's ceiling, where it fits
+                "app": 12.0,  # Streamlit's import 3 s, the two runs' 5,000 images 2 s each, the page 3 s, the jobs 2 s
+                "bench_run": 1.5,  # 200 steps, step 3's split read, 512 test images
+                # One round: the lab rung's 260,000 images 15 s, 3 eager rungs 3 s each, 2 compiled rungs 35 s
+                # each (a compile on 16 cores: assumed), the first larger batch (compiled) 25 s.
+                "ladder": 120.0,
+            },
             lab_epochs=5, lab_subset=None, lab_test_subset=None, lab_batch_size=256, lab_warmup_steps=5,
-            lab_dataloader_modes=None,
-            # An H200 trains the lab's 5 epochs in about a second: a few seconds of steady window measure the
-            # arithmetic rather than one-off setup (cuDNN's plans, lazy kernel loading, clocks ramping up).
+            # The lab's own comparison and strict fp32 with the lab's DataLoader: its other modes' rows cost a
+            # fresh process and 260,000 images each, and the resident rows already give those modes' figures.
+            lab_dataloader_modes=(*LAB_COMPARISON, "fp32"),
+            # An H100 or an H200 trains the lab's 5 epochs in about a second: a few seconds of steady window
+            # measure the arithmetic rather than one-off setup (cuDNN's plans, lazy kernel loading, clocks ramping).
             lab_min_steady_s=3.0,
             sweep_batch_size=1024,  # the sweep page's largest default (server.offer.sweep_defaults: 64, 256, 1024)
             workers=4,
@@ -139,8 +189,11 @@ def make_plan(quick: bool, device_type: str) -> Plan:
             probe_precisions=("fp32", "amp-fp16"),
             # 4096: the memory page's largest batch (lessons.memory_breakdown.MAX_BATCH).
             breakdown_precisions=("fp32", "amp-fp16"), breakdown_batches=(256, 4096),
-            # A GPU run is mostly process start, so one repeat of 200 steps; raise --repeats when time allows.
+            # A GPU run is mostly process start, so one repeat of 200 steps; raise --repeats when time allows. The
+            # trainer's overhead shows most where a step is shortest, with the data resident: the DataLoader's
+            # cells (4 more runs, each with 51,200 images through it) are left to step 3's lab runs.
             bench_args=("--subset", "25600", "--epochs", "2", "--repeats", "1", "--workers", "4"),
+            bench_modes=None, bench_loaders=("resident",),
             # The Run page's quick demo, as server.offer.QUICK_DEMO sizes it (resident, synthetic data).
             app_amp=amp, app_subset=QUICK_DEMO["subset"], app_epochs=QUICK_DEMO["epochs"],
             app_batch_size=QUICK_DEMO["batch_size"],
@@ -150,18 +203,24 @@ def make_plan(quick: bool, device_type: str) -> Plan:
     # The quick plan runs inside `make test` on 2 cores, where a fresh process costs more than its training: a few
     # small batches per run (fp16, and bf16 without AMX, are tens of times slower than fp32 on a CPU), the DataLoader
     # path once (fp32), and only fp32 in the CPU bench.
-    bench_modes = () if on_gpu else ("--modes", "fp32")
     return Plan(
         name="quick", budget_s=290.0,
+        # Measured on this project's 2-core machine, other work beside it (docs/gpu-check.md).
+        work_s={"environment": 0.5, "cuda_tests": 0.0, "lab_once": 2.0, "lab_dataloader": 6.0, "lab_resident": 5.0,
+                "lab_sweep": 4.0, "breakdown": 6.0, "search": 2.0, "app": 11.0, "bench_run": 4.5, "ladder": 30.0},
+        # The ladder's cap holds its rungs and its compiled larger batch on 2 busy cores, each process 3 s slower
+        # to start (the rehearsal's option): measured so, the rungs took 128 s (torch.compile's 54 s of it, at a
+        # load average of 6 to 10) and the larger batch, a compile again, over 77 s.
         step_caps_s={"environment": 45, "cuda_tests": 120, "lab_workload": 120, "memory": 60, "benchmark": 130,
-                     "app": 90, "ladder": 150},
+                     "app": 90, "ladder": 270},
         lab_epochs=1, lab_subset=96, lab_test_subset=32, lab_batch_size=32, lab_warmup_steps=1,
         lab_dataloader_modes=("fp32",), lab_min_steady_s=0.5, sweep_batch_size=16, workers=2,
         probe_precisions=("amp-fp16",), breakdown_precisions=("fp32", amp), breakdown_batches=(8, 32),
         bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
-                    "--test-subset", "32", *bench_modes),
+                    "--test-subset", "32"),
+        bench_modes=None if on_gpu else ("fp32",), bench_loaders=LOADERS,
         app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32, profile_steps=2,
-        ladder_args=("--quick", "--repeats", "1"), ladder_tail_s=30.0,
+        ladder_args=("--quick", "--repeats", "1"), ladder_tail_s=90.0,  # a compiled run on 2 busy cores
     )
 
 
@@ -173,6 +232,38 @@ def lab_runs(plan: Plan, sweep_amp: str) -> list[tuple[str, str, int]]:
             + [("resident", mode, batch) for mode in RESIDENT_ORDER]
             + [("resident", mode, plan.sweep_batch_size) for mode in ("fp32", sweep_amp)]
             + [("dataloader", mode, batch) for mode in dataloader if mode not in LAB_COMPARISON])
+
+
+def lab_unit(plan: Plan, loader: str, precision: str, batch_size: int) -> str:
+    """The unit of the time plan a run of step 3 belongs to: the sweep's second point (both its runs), or the run."""
+    return SWEEP_UNIT if batch_size != plan.lab_batch_size else f"{precision} {loader}"
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A piece of one step's work as the time plan counts it: its fresh processes, and its other seconds."""
+
+    step: str
+    name: str
+    processes: int
+    work_s: float
+
+    def seconds(self, start_s: float) -> float:
+        return self.processes * start_s + self.work_s
+
+
+def left_out_first(units: list[Unit], start_s: float, time_s: float) -> list[str]:
+    """The optional units to leave out, least valuable first, until the rest fills at most PLAN_FILL of `time_s`."""
+    total = sum(unit.seconds(start_s) for unit in units)
+    left_out = []
+    for name in OPTIONAL_UNITS:
+        if total <= PLAN_FILL * time_s:
+            break
+        matching = [unit for unit in units if unit.name == name]
+        if matching:
+            left_out.append(name)
+            total -= sum(unit.seconds(start_s) for unit in matching)
+    return left_out
 
 
 def lab_time_s(result: RunResult, epochs: int) -> float:
@@ -201,12 +292,14 @@ def per_image_figures(breakdowns: list[dict], memory_total: int | None) -> dict:
 
 
 def default_budget(plan: Plan, only: set[int] | None) -> float:
-    """The kit's budget when --budget is not given: the plan's, or with --only the chosen steps' caps added up
-    (so a retry's length is known before it starts: docs/gpu-check.md lists the retries that fit the window)."""
+    """The kit's budget when --budget is not given: the plan's, or with --only the chosen steps' caps added up and
+    no more than the window's second call (docs/gpu-check.md lists the retries, whose length is known before they
+    start: a retry that would take more leaves out what its time plan cannot fit)."""
     if only is None:
         return plan.budget_s
     chosen = [name for number, (name, _) in enumerate(STEPS[:-1], start=1) if number in only]
-    return min(plan.budget_s, sum(plan.step_caps_s[name] for name in chosen))
+    second_call = SECOND_CALL_S if plan.name == "full" else plan.budget_s
+    return min(second_call, sum(plan.step_caps_s[name] for name in chosen))
 
 
 @dataclass
@@ -251,7 +344,7 @@ class Kit:
         self.plan = plan
         self.command = command
         self.only = only  # step numbers to run (--only); None: all
-        self.work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+        self.work = scratch_folder(out)  # every temporary, the children's reports included: never in `out`
         self.started = dt.datetime.now(dt.timezone.utc)
         self.clock = time.monotonic()
         self.deadline = self.clock + plan.budget_s
@@ -263,11 +356,16 @@ class Kit:
         self.references: list[KitReference] = []  # written to out/reference/ as they are made
         self.tests_dir = REPO_ROOT / "tests"  # step 2 collects the files here that hold CUDA-only tests
         self.sees_cuda: bool | None = None  # step 1's answer; else asked here at the first step that needs a GPU
+        self.start_s = PLANNED_START_S  # a fresh process's start: step 1 times its own
+        self.left_out: list[str] = []  # the time plan's optional units left out (OPTIONAL_UNITS)
+        self.time_plan: dict = {}
+        self.nvml_name: str | None = None  # the GPU's name as NVML gives it, asked once where step 1 did not run
 
     # ---- running ------------------------------------------------------------------------------
 
     def run(self) -> int:
         out_of_time = f"out of time: the kit's budget of {self.plan.budget_s:.0f} s was spent"
+        self.plan_time()
         for record, step in zip(self.records[:-1], self.step_functions()):
             if not self.selected(record):
                 self.finish(record, "skipped", "not selected (--only)" if self.only is not None else
@@ -292,6 +390,10 @@ class Kit:
                 record.data["traceback"] = traceback.format_exc().splitlines()[-12:]
             record.duration_s = round(time.monotonic() - started, 1)
             self.finish(record, status, reason)
+            if record.name == "environment" and "process_start_s" in record.data:
+                self.start_s = record.data["process_start_s"]
+                self.plan_time()
+                self.write()
         summary = self.records[-1]
         summary.started_at = _now()
         self.finish(summary, "ok", None)
@@ -302,8 +404,7 @@ class Kit:
         return EXIT_STEP_FAILED if failed else EXIT_OK
 
     def step_functions(self) -> list[Callable[[StepRecord, float], tuple[str, str | None]]]:
-        return [self.environment, self.cuda_tests, self.lab_workload, self.memory, self.benchmark, self.app,
-                self.ladder]
+        return [getattr(self, name) for name, _ in STEPS[:-1]]
 
     def selected(self, record: StepRecord) -> bool:
         """Whether this call runs the step: --only's steps, or else every step but the opt-in ones."""
@@ -319,10 +420,90 @@ class Kit:
         return not self.sees_cuda
 
     def time_for(self, record: StepRecord) -> float:
-        """This step's cap, or less when the budget must still leave a reserve for each step after it."""
-        later = sum(1 for r in self.records[record.number:-1] if self.selected(r))
-        left = self.deadline - time.monotonic() - later * RESERVE_PER_STEP_S
+        """This step's cap, or less when the budget must still keep each later step's estimate for it."""
+        later = [r.name for r in self.records[record.number:-1] if self.selected(r)]
+        reserve = sum(max(MIN_STEP_S, self.estimate_s(name)) for name in later)
+        left = self.deadline - time.monotonic() - reserve
         return max(0.0, min(self.plan.step_caps_s[record.name], left))
+
+    # ---- the time plan (docs/gpu-check.md, "The time plan") ---------------------------------------------------
+
+    def units(self, step: str) -> list[Unit]:
+        """One step's work as the time plan counts it on this device, the modes step 1 found it refuses left out."""
+        plan, work, cuda = self.plan, self.plan.work_s, self.device_type == "cuda"
+
+        def runs_here(mode: str) -> bool:
+            return self.supported_modes is None or mode in self.supported_modes
+
+        if step == "lab_workload":
+            found = {"the split and the peaks": Unit(step, "the split and the peaks", 0, work["lab_once"])}
+            for loader, precision, batch in lab_runs(plan, self.demo_amp()):
+                if runs_here(precision):
+                    name = lab_unit(plan, loader, precision, batch)
+                    kind = "lab_sweep" if name == SWEEP_UNIT else f"lab_{loader}"
+                    before = found.get(name, Unit(step, name, 0, 0.0))
+                    found[name] = Unit(step, name, before.processes + 1, before.work_s + work[kind])
+            return list(found.values())
+        if step == "memory":
+            probes = [mode for mode in plan.probe_precisions if runs_here(mode)] if cuda else []
+            return [Unit(step, "the memory page's breakdown", 1, work["breakdown"])] + (
+                [Unit(step, SEARCH_UNIT, len(probes), work["search"] * len(probes))] if probes else [])
+        if step == "benchmark":
+            modes = resolve_modes(",".join(plan.bench_modes) if plan.bench_modes else None, self.device_type)
+            runs = len(bench_configs(modes, self.device_type, plan.bench_loaders))
+            return [Unit(step, "the benchmark", 1 + runs, work["bench_run"] * runs)]
+        # The app: the check, its two runs and, on a GPU, the server's hardware query; the ladder: its parent, the
+        # lab rung, 5 rungs and the first larger batch. Step 2 runs nothing on a CPU.
+        processes = {"environment": 1, "cuda_tests": 2 if cuda else 0, "app": 4 if cuda else 3, "ladder": 8}[step]
+        return [Unit(step, step, processes, work[step] if processes else 0.0)]
+
+    def estimate_s(self, step: str) -> float:
+        """A step's seconds by the time plan, the units it left out not counted."""
+        return sum(unit.seconds(self.start_s) for unit in self.units(step) if unit.name not in self.left_out)
+
+    def plan_time(self) -> None:
+        """Size what is left of this call from a fresh process's start (step 1's, once it has run): leave out the
+        least valuable optional runs before any of them starts, rather than run out of time at the end."""
+        steps = [r.name for r in self.records[:-1] if self.selected(r) and r.status == "pending"]
+        units = [unit for step in steps for unit in self.units(step)]
+        time_s = self.deadline - time.monotonic()
+        self.left_out = left_out_first(units, self.start_s, time_s)
+        estimate = sum(unit.seconds(self.start_s) for unit in units if unit.name not in self.left_out)
+        measured = self.records[0].data.get("process_start_s") is not None
+        self.time_plan = {
+            "process_start_s": self.start_s, "measured": measured, "time_left_s": round(time_s, 1),
+            "estimate_s": round(estimate, 1), "fill": round(estimate / time_s, 3) if time_s > 0 else None,
+            "steps_s": {step: round(self.estimate_s(step), 1) for step in steps}, "left_out": self.left_out,
+        }
+        print(f"    time plan: {time_plan_line(self.time_plan)}", flush=True)
+
+    def machine(self) -> dict:
+        """This machine's name and its short name for file names ("h100", "h200"; "cpu"): step 1's, else on a GPU
+        NVML's first (asked without a CUDA context), so H100 figures are never filed as an H200's."""
+        found = self.records[0].data
+        if self.device_type != "cuda":
+            return {"name": (found.get("environment") or {}).get("device_name"), "slug": "cpu"}
+        name = found.get("gpu_name")
+        if name is None and self.nvml_name is None:
+            self.nvml_name = next((gpu["name"] for gpu in nvml_facts(None).get("gpus", [])), "")
+        name = name or self.nvml_name or None
+        return {"name": name, "slug": machine_slug(name)}
+
+    def files_to_commit(self) -> dict[str, str]:
+        """Each file the kit wrote that belongs in the project, and where (docs/gpu-check.md): named after this
+        machine and today's date."""
+        slug, date = self.machine()["slug"], self.started.date().isoformat()
+        gpu = f"-{slug}" if self.device_type == "cuda" else ""
+        moves = {MD_NAME: f"bench/results/gpu-check-{slug}-{date}.md",
+                 JSON_NAME: f"bench/results/gpu-check-{slug}-{date}.json"}
+        if (self.out / f"bench-{slug}.json").exists():  # as bench/results/ names them: cpu-DATE.json
+            moves[f"bench-{slug}.json"] = f"bench/results/{self.device_type}{gpu}-{date}.json"
+        if (self.out / f"ladder-{slug}.json").exists():  # the date first: the page takes the last name as the newest
+            moves[f"ladder-{slug}.json"] = f"reference/ladder-{self.device_type}-{date}{gpu}.json"
+        return moves
+
+    def left_out_reason(self) -> str:
+        return f"left out by the time plan: {time_plan_line(self.time_plan)}"
 
     def finish(self, record: StepRecord, status: str, reason: str | None) -> None:
         record.status, record.reason = status, reason
@@ -337,20 +518,26 @@ class Kit:
                 "command": self.command,
                 "device": self.device_type,
                 "plan": asdict(self.plan),
+                "time_plan": self.time_plan,
+                "machine": self.machine(),
+                "files_to_commit": self.files_to_commit(),
                 "started_at": self.started.isoformat(timespec="seconds"),
                 "duration_s": round(time.monotonic() - self.clock, 1),
                 "finished": self.records[-1].status != "pending",
             },
             "steps": [asdict(r) for r in self.records],
         }
-        _write_atomic(self.out / JSON_NAME, json.dumps(report, indent=2, default=str) + "\n")
-        _write_atomic(self.out / MD_NAME, render_markdown(report))
+        _write_atomic(self.out / JSON_NAME, json.dumps(report, indent=2, default=str) + "\n", self.work)
+        _write_atomic(self.out / MD_NAME, render_markdown(report), self.work)
 
     # ---- the steps: each returns (status, reason) ------------------------------------------------
 
     def environment(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         record.count(processes=1)
+        started = time.monotonic()
         facts = _json_child(["-m", "bench.gpu_env", "--device", self.device_type], deadline)
+        # The child imports what a run imports and makes a CUDA context: its time is a fresh run's start here.
+        facts["process_start_s"] = round(time.monotonic() - started, 2)
         record.data = facts
         if self.device_type == "cuda" and "cuda_available" in facts:  # a fresh process's answer: the kit asks none
             self.sees_cuda = facts["cuda_available"]
@@ -369,18 +556,22 @@ class Kit:
         files = [_repo_relative(path) for path in gpu_test_files(self.tests_dir)]
         if not files:
             return "failed", f"no test file under {_repo_relative(self.tests_dir)} holds a CUDA-only test"
-        junit = self.work / "cuda-tests.xml"
+        junit, log = self.work / "cuda-tests.xml", self.work / "cuda-tests.jsonl"
         args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only",
-                "--continue-on-collection-errors", f"--junitxml={junit}", *files]
+                "--continue-on-collection-errors", f"--junitxml={junit}", "--cuda-only-log", str(log),
+                *per_test_timeout(self.plan.test_timeout_s), *files]
         record.count(processes=1)
-        done = _child(args, deadline)
-        lines = done.stdout.strip().splitlines()
-        record.data = {"exit_code": done.returncode, "summary_line": lines[-1] if lines else "", "files": files,
-                       **read_junit(junit)}
-        if done.returncode == 5:
+        ended = _child_until(args, deadline)
+        lines = ended.stdout.strip().splitlines()
+        # The log has a line per test as it ends: what a pytest killed at the cap (its report unwritten) had done.
+        record.data = {"exit_code": ended.returncode, "summary_line": lines[-1] if lines else "", "files": files,
+                       "tests_run": read_log(log), **read_junit(junit)}
+        if ended.timed_out:
+            return "timed out", killed_tests_reason(record.data["tests_run"], ended.problem)
+        if ended.returncode == 5:
             return "failed", "no CUDA-only test was collected"
         if "cases" not in record.data:  # pytest ended before writing its report
-            return "failed", f"exit code {done.returncode}: {record.data['summary_line'] or _tail(done.stderr)}"
+            return "failed", record.data["summary_line"] or ended.problem
         return cuda_tests_outcome(record.data)
 
     def lab_workload(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
@@ -397,8 +588,15 @@ class Kit:
         for loader, precision, batch_size in runs:
             row = {"precision": precision, "loader": loader, "batch_size": batch_size}
             rows.append(row)
+            unit = lab_unit(plan, loader, precision, batch_size)
+            run_s = self.start_s + plan.work_s["lab_sweep" if unit == SWEEP_UNIT else f"lab_{loader}"]
             if self.supported_modes is not None and precision not in self.supported_modes:
                 row.update(status="skipped", reason=self.refusal(precision))
+            elif unit in self.left_out:
+                row.update(status="skipped", reason=self.left_out_reason())
+            elif unit in OPTIONAL_UNITS and time.monotonic() + run_s > deadline:  # the runs before it ran long
+                row.update(status="skipped", reason=f"left out: the step's {deadline - time.monotonic():.0f} s "
+                                                    f"left are less than this run's estimate of {run_s:.0f} s")
             elif time.monotonic() > deadline - MIN_STEP_S:
                 row.update(status="timed out", reason="the step's time ran out before this run")
             else:
@@ -534,6 +732,9 @@ class Kit:
         if self.device_type != "cuda":
             record.data["largest_batch"] = {"status": "skipped", "reason": NO_GPU}
             return page_problem or ("ok", f"the largest-batch search skipped: {NO_GPU}")
+        if SEARCH_UNIT in self.left_out:
+            record.data["largest_batch"] = {"status": "skipped", "reason": self.left_out_reason()}
+            return page_problem or ("ok", f"{SEARCH_UNIT} {self.left_out_reason()}")
         status, reason = self.largest_batch(record, deadline)
         if status == "ok" and page_problem:
             return page_problem
@@ -601,13 +802,18 @@ class Kit:
         return "ok", None
 
     def benchmark(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
-        path = self.out / f"bench-{self.device_type}.json"
+        path = self.work / f"bench-{self.machine()['slug']}.json"
         seconds = max(1.0, deadline - time.monotonic())
         # The bench stops starting runs before the step's end and writes its JSON after every run, so a bench that
         # still overruns and is killed leaves each finished run to read.
         budget = max(1.0, seconds - BENCH_TAIL_S)
         args = ["-m", "bench.run_bench", "--device", self.device_type, *self.plan.bench_args,
-                "--timeout", f"{seconds:.0f}", "--budget", f"{budget:.0f}", "--json", str(path)]
+                "--loaders", ",".join(self.plan.bench_loaders), "--timeout", f"{seconds:.0f}", "--budget",
+                f"{budget:.0f}", "--json", str(path)]
+        if self.plan.bench_modes:
+            args += ["--modes", ",".join(self.plan.bench_modes)]
+        if self.prepared_root is not None:  # step 3's split: each run reads its first images, generating none
+            args += ["--data", "synthetic", "--data-root", str(self.prepared_root)]
         report, ended = self.reporting_child(record, args, path, deadline, "bench")
         if report is None:
             return "failed", ended.problem
@@ -624,15 +830,18 @@ class Kit:
             return "failed", "; ".join(failed) or ended.problem
         return "ok", None
 
-    @staticmethod
-    def reporting_child(record: StepRecord, args: list[str], path: Path, deadline: float,
+    def reporting_child(self, record: StepRecord, args: list[str], path: Path, deadline: float,
                         what: str) -> tuple[dict | None, "ChildEnd"]:
         """A child that writes its JSON report to `path` after every run (the bench, the ladder): its report as far
-        as it got, or None where it wrote none, with why. Killed before its first run ended: the step timed out."""
+        as it got, copied into the output folder, or None where it wrote none, with why. Killed before its first run
+        ended: the step timed out. The child writes in the kit's scratch folder, so that one killed mid-write leaves
+        its temporary there, not among the files the device tool brings back."""
         record.data = {"command": "python " + shlex.join(args), "json": path.name}
         ended = _child_until(args, deadline)
         if path.exists():
-            return json.loads(path.read_text(encoding="utf-8")), ended
+            text = path.read_text(encoding="utf-8")
+            _write_atomic(self.out / path.name, text, self.work)
+            return json.loads(text), ended
         record.count(processes=1)
         if ended.timed_out:
             raise StepTimeout(f"{ended.problem}, before its first run ended")
@@ -654,7 +863,7 @@ class Kit:
     def ladder(self, record: StepRecord, deadline: float) -> tuple[str, str | None]:
         """bench.ladder in a fresh process: every rung once, then the largest batch, then a second repeat as far as
         the step's time goes. The ladder writes its JSON after every run, so a kill keeps each finished one."""
-        path = self.out / f"ladder-{self.device_type}.json"
+        path = self.work / f"ladder-{self.machine()['slug']}.json"
         seconds = max(1.0, deadline - time.monotonic())
         budget = max(1.0, seconds - self.plan.ladder_tail_s)
         args = ["-m", "bench.ladder", "--device", self.device_type, *self.plan.ladder_args,
@@ -698,14 +907,14 @@ class Kit:
     # ---- the reference results the teaching pages read (reference/, bench/kit_reference.py) -------------------
 
     def demo_amp(self) -> str:
-        """The AMP mode of step 6's quick demo and of step 3's sweep points: the one this device is best at (step
+        """The AMP mode of step 5's quick demo and of step 3's sweep points: the one this device is best at (step
         1's hardware report), as the server's quick demo picks it; the plan's where step 1 did not name one."""
         best = (self.records[0].data.get("hardware") or {}).get("recommended_amp")
         runs_here = self.supported_modes is None or best in self.supported_modes
         return best if best in AMP_PRECISIONS and runs_here else self.plan.app_amp
 
     def demo_reference(self, baseline: RunResult, candidate: RunResult) -> KitReference:
-        """Step 6's job, the Run page's quick demo on the full plan, as a quick-demo reference."""
+        """Step 5's job, the Run page's quick demo on the full plan, as a quick-demo reference."""
         config = baseline.config
         what = (f"The Run page's quick demo ({config.subset:,} synthetic images, {config.epochs} epoch(s), batch "
                 f"{config.batch_size}, data resident on the device, fp32 against {candidate.precision})"
@@ -713,7 +922,7 @@ class Kit:
                 f"A wiring check of the kit's quick plan, not a reference to commit ({config.subset} images, not the "
                 "quick demo's)")
         how = ("submitted to the app's job manager and run as the class server runs it, each run in a fresh "
-               "process, by the GPU acceptance kit's step 6")
+               "process, by the GPU acceptance kit's step 5")
         return KitReference("quick-demo", "quick-demo", baseline, candidate,
                             f"{what}, {how}, {self.recorded_on(baseline)}. {_one_pair_note([baseline, candidate])}")
 
@@ -759,6 +968,25 @@ class Kit:
             summary["problems"] = [f"not written: {one_line(err)}"]
 
 
+def machine_slug(gpu_name: str | None) -> str:
+    """A GPU's short name for file names: its model where its name holds one ("NVIDIA H100 80GB HBM3": h100,
+    "NVIDIA H200": h200), else its name in lower case, "cuda" where it is not known."""
+    if not gpu_name:
+        return "cuda"
+    model = re.search(r"\b([A-Z]{1,3}\d{2,4}[A-Z]?)\b", gpu_name.upper().replace("NVIDIA", ""))
+    return model.group(1).lower() if model else re.sub(r"[^a-z0-9]+", "-", gpu_name.lower()).strip("-")
+
+
+def time_plan_line(plan: dict) -> str:
+    """The time plan in one line: what it was sized from, how full it is, and what it left out."""
+    start = (f"a fresh process took {plan['process_start_s']:.1f} s here (step 1's)" if plan["measured"] else
+             f"a fresh process assumed to take {plan['process_start_s']:.1f} s")
+    fill = f" ({plan['fill']:.0%})" if plan["fill"] is not None else ""
+    left_out = ", ".join(plan["left_out"]) or "nothing"
+    return (f"{start}; {plan['estimate_s']:.0f} s of work for the {plan['time_left_s']:.0f} s left{fill}, at most "
+            f"{PLAN_FILL:.0%}; left out, least valuable first: {left_out}")
+
+
 def _one_pair_note(runs: list[RunResult]) -> str:
     """One pair's caveat, and how its timing was rated."""
     verdicts = [f"{run.precision} {(run.timing_quality or {}).get('verdict', 'not rated')}" for run in runs]
@@ -789,7 +1017,7 @@ def ladder_outcome(report: dict, ended: "ChildEnd") -> tuple[str, str | None]:
 
 
 def app_outcome(job: dict, page: dict, timed_out: bool) -> tuple[str, str | None]:
-    """Step 6's verdict: the job first; then the page, said apart, since the job's figures stand without it."""
+    """Step 5's verdict: the job first; then the page, said apart, since the job's figures stand without it."""
     if job["status"] != "done":
         return "failed", f"the job {job['status']}: {job['error']}"
     if not page["rendered"]:
@@ -832,6 +1060,24 @@ def _collection_error(text: str) -> str:
     return one_line(lines[-1] if lines else _tail(text))
 
 
+def per_test_timeout(seconds: float) -> list[str]:
+    """pytest-timeout's limit on each test, where it is installed (the GPU machine's image has it): a test that hangs
+    then fails alone and the tests after it still run, rather than the step's cap killing pytest."""
+    if importlib.util.find_spec("pytest_timeout") is None or os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return []
+    return ["--timeout", f"{seconds:g}"]
+
+
+def killed_tests_reason(tests: list[dict], problem: str) -> str:
+    """Step 2's reason when pytest was killed at the step's cap: the tests that had ended, and the one running."""
+    ended = [test for test in tests if test["outcome"] != "running"]
+    outcomes = Counter(test["outcome"] for test in ended)
+    running = [test["test"] for test in tests if test["outcome"] == "running"]
+    return (f"{problem}; {len(ended)} test(s) had ended, each kept ("
+            + (", ".join(f"{n} {outcome}" for outcome, n in outcomes.items()) or "none") + ")"
+            + (f"; still running: {', '.join(running)}" if running else ""))
+
+
 def cuda_tests_outcome(found: dict) -> tuple[str, str | None]:
     """Step 2's verdict from its JUnit counts: failing tests, then files not collected, each said apart."""
     problems = []
@@ -856,8 +1102,9 @@ def cuda_tests_outcome(found: dict) -> tuple[str, str | None]:
 def render_markdown(report: dict) -> str:
     """gpu-check.md: the steps at a glance, then each step's tables, ready to paste into the README."""
     kit, steps = report["kit"], report["steps"]
+    machine = kit.get("machine") or {}
     lines = [
-        "# GPU acceptance kit",
+        "# GPU acceptance kit" + (f": {machine['name']}" if machine.get("name") else ""),
         "",
         f"`{kit['command']}`: device {kit['device']}, {kit['plan']['name']} plan, started {kit['started_at']}, "
         f"{kit['duration_s']:.0f} s so far" + ("" if not kit["finished"] else " (finished)") + ".",
@@ -869,12 +1116,17 @@ def render_markdown(report: dict) -> str:
         took = "" if s["duration_s"] is None else f"{s['duration_s']:.0f} s"
         lines.append(f"| {s['number']}. {s['title']} | {s['status']} | {took} | {s['counts']['processes']} | "
                      f"{s['counts']['train_steps']:,} | {_cell(s['reason'] or '')} |")
+    if kit.get("time_plan"):
+        lines += ["", f"Time plan (docs/gpu-check.md): {time_plan_line(kit['time_plan'])}."]
+    if kit.get("files_to_commit"):
+        lines += ["", "To commit (named after this machine and the date): " + "; ".join(
+            f"`{name}` as `{path}`" for name, path in kit["files_to_commit"].items()) + "."]
     by_name = {s["name"]: s for s in steps}
     lines += _md_references(by_name["summary"]["data"].get("references") or {})
-    for name, render in (("environment", _md_environment), ("cuda_tests", _md_tests),
-                         ("lab_workload", _md_lab), ("memory", _md_memory), ("benchmark", _md_bench),
-                         ("app", _md_app), ("ladder", _md_ladder)):
-        step = by_name[name]
+    renders = {"environment": _md_environment, "cuda_tests": _md_tests, "lab_workload": _md_lab, "memory": _md_memory,
+               "app": _md_app, "benchmark": _md_bench, "ladder": _md_ladder}
+    for name, _ in STEPS[:-1]:
+        render, step = renders[name], by_name[name]
         lines += ["", f"## {step['number']}. {step['title']}: {step['status']}", ""]
         if step["status"] == "pending":
             lines.append("Not run yet.")
@@ -902,6 +1154,7 @@ def _md_environment(data: dict) -> list[str]:
         return []
     env = data.get("environment", {})
     nvml = data.get("nvml", {})
+    host = data.get("host", {})
     gpus = nvml.get("gpus") or [{}]
     # NVML's entry for torch's device 0, found by UUID: under CUDA_VISIBLE_DEVICES NVML's first GPU may be another,
     # and on a MIG slice it is one of a GPU's MIG devices.
@@ -914,7 +1167,8 @@ def _md_environment(data: dict) -> list[str]:
             same["uuid"] if same else f"no NVML GPU with that UUID (NVML's first: {gpus[0].get('uuid')})"
             if torch_uuid else str(gpus[0].get("uuid")))),
         ("compute capability", env.get("compute_capability")),
-        ("driver (NVML)", nvml.get("driver_version", nvml.get("error"))),
+        ("driver / NVML library (NVML)", nvml.get("error") or f"{nvml.get('driver_version')} / "
+                                                              f"{nvml.get('nvml_version')}"),
         ("torch / CUDA / cuDNN", " / ".join(str(v) for v in (data.get("torch_version"), data.get("cuda_version"),
                                                              env.get("cudnn_version")))),
         ("TF32 defaults", ", ".join(f"{k}={v}" for k, v in data.get("tf32_defaults", {}).items() if k != "warnings")),
@@ -924,14 +1178,29 @@ def _md_environment(data: dict) -> list[str]:
         ("modes that compute exactly as another here", ", ".join(
             f"{mode} = {other}" for mode, other in data.get("modes", {}).get("same_as", {}).items()) or "none"),
         ("Python", env.get("python_version")),
+        ("CPU cores (usable / all)", f"{host.get('cpu_usable')} / {host.get('cpu_count')}"),
+        ("/dev/shm (the DataLoader workers' batches)", _shm(host.get("dev_shm") or {})),
+        ("a fresh process (step 1's, timed)", "" if data.get("process_start_s") is None else
+         f"{data['process_start_s']:.1f} s: Python, torch, a run's imports, the CUDA context"),
     ]
     return ["| | |", "|---|---|"] + [f"| {k} | {_cell(str(v))} |" for k, v in rows]
+
+
+def _shm(shm: dict) -> str:
+    if "total_bytes" not in shm:
+        return shm.get("error", "")
+    return f"{shm['total_bytes'] / 2**30:,.1f} GiB, {shm['free_bytes'] / 2**30:,.1f} GiB free"
 
 
 def _md_tests(data: dict) -> list[str]:
     if not data:
         return []
     lines = [f"pytest: `{data.get('summary_line', '')}`", ""]
+    if data.get("tests_run"):
+        lines += ["| test | outcome | time | note |", "|---|---|---:|---|"]
+        lines += [f"| `{t['test']}` | {t['outcome']} | {t['time_s']:.1f} s | {_cell(t['message'] or '')} |"
+                  for t in data["tests_run"]]
+        lines.append("")
     failing = [c for c in data.get("cases", []) if c["outcome"] in ("failure", "error")]
     lines += [f"- {c['outcome']}: `{c['test']}`: {_cell(c['message'] or '')}" for c in failing]
     lines += [f"- not collected: `{e['file']}`: {_cell(e['message'])}" for e in data.get("collection_errors", [])]
@@ -1164,6 +1433,7 @@ class ChildEnd:
     stdout: str
     problem: str | None
     timed_out: bool
+    returncode: int | None = None  # None: killed at its deadline
 
 
 def _child_until(args: list[str], deadline: float) -> ChildEnd:
@@ -1174,7 +1444,7 @@ def _child_until(args: list[str], deadline: float) -> ChildEnd:
         return ChildEnd(err.stdout, str(err), timed_out=True)
     problem = None if done.returncode == 0 else (
         f"python {' '.join(args[:2])} exit code {done.returncode}: {_tail(done.stderr)}")
-    return ChildEnd(done.stdout, problem, timed_out=False)
+    return ChildEnd(done.stdout, problem, timed_out=False, returncode=done.returncode)
 
 
 def _stop_group(child: subprocess.Popen) -> tuple[str, str]:
@@ -1229,11 +1499,22 @@ def _now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    """Write beside, then rename, so a kit killed mid-write leaves the previous complete file."""
-    partial = path.with_name(path.name + ".partial")
+def scratch_folder(out: Path) -> Path:
+    """A new folder for the kit's temporaries, outside `out`: beside it where it may be made there (the same
+    filesystem, so a finished file is renamed into `out` whole), else in the system's temporary folder."""
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}-scratch-", dir=out.resolve().parent))
+    except OSError:
+        return Path(tempfile.mkdtemp(prefix="gpu-check-"))
+
+
+def _write_atomic(path: Path, text: str, scratch: Path) -> None:
+    """Write in `scratch`, then move into place: a kit killed mid-write leaves the previous complete file and no
+    temporary in the output folder, whose files the device tool brings back (8 at most)."""
+    partial = scratch / (path.name + ".partial")
     partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    shutil.move(partial, path)  # a rename where both share a filesystem, else a copy
 
 
 def _cell(text: str) -> str:
@@ -1273,7 +1554,7 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"seconds for the whole kit (default: {FIRST_TRY_S:.0f} full, 290 quick; with --only, "
                              "the chosen steps' caps added up); later steps are skipped past it")
     parser.add_argument("--only", default=None, metavar="N[,N...]",
-                        help="run only these steps (1-7), e.g. --only 6 to retry the app after fixing it; step 3 "
+                        help="run only these steps (1-7), e.g. --only 5 to retry the app after fixing it; step 3 "
                              "feeds step 4's memory picture; step 7, the ladder, runs only when named here")
     args = parser.parse_args(argv)
     only = None

@@ -3,12 +3,17 @@ torch reports them before anything sets them. `python -m bench.gpu_env --device 
 
 The TF32 defaults are read first, in a process that has set nothing, because the trainer changes them for every run
 and because torch 2.9-2.10 warn on reading the old `allow_tf32` flags: any warning raised here is recorded.
+
+The process imports what `python -m trainer run` imports and makes a CUDA context, so the kit can time it as a fresh
+run's start on this machine (what the kit's time plan is sized from).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
 import warnings
 
@@ -75,6 +80,7 @@ def nvml_facts(torch_uuid: str | None) -> dict:
         matched = [uuid for uuid in uuids if torch_uuid and uuid.endswith(torch_uuid)]
         return {
             "driver_version": _text(driver),
+            "nvml_version": _text(pynvml.nvmlSystemGetNVMLVersion()),
             "cuda_driver_version": pynvml.nvmlSystemGetCudaDriverVersion(),
             "gpus": gpus,
             "torch_gpu_found_by_uuid": bool(matched),
@@ -106,12 +112,25 @@ def mig_devices(pynvml, handle) -> list[dict]:
     return found
 
 
+def host_facts() -> dict:
+    """What the lab's DataLoader workers depend on: the CPU cores this process may use, and /dev/shm, through which
+    the workers hand their batches over (a small one fails them with a bus error or "No space left on device")."""
+    facts: dict = {"cpu_count": os.cpu_count(), "cpu_usable": len(os.sched_getaffinity(0))}
+    try:
+        shm = shutil.disk_usage("/dev/shm")
+        facts["dev_shm"] = {"total_bytes": shm.total, "free_bytes": shm.free}
+    except OSError as err:
+        facts["dev_shm"] = {"error": f"{type(err).__name__}: {err}"}
+    return facts
+
+
 def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def gather(device_type: str) -> dict:
     """Everything step 1 records, as a JSON-ready dict."""
+    import trainer.cli  # noqa: F401  (a run's imports: this process's start is timed as a fresh run's)
     from trainer.capabilities import DeviceFacts, mode_support
     from trainer.environment import capture_environment, hardware_report, nvml_uuid
 
@@ -122,6 +141,7 @@ def gather(device_type: str) -> dict:
         "cuda_version": torch.version.cuda,
         "cuda_available": torch.cuda.is_available(),
         "tf32_defaults": defaults,
+        "host": host_facts(),
     }
     torch_uuid = None
     if device_type == "cuda" and torch.cuda.is_available():

@@ -234,7 +234,7 @@ def _report(device: str, quick: bool, repeats: int, results: list[RungResult], r
             rung.speedup_vs_lab = None if interval is None else {
                 "median": interval.median, "low": interval.low, "high": interval.high, "pairs": interval.pairs}
     return {
-        "device": device, "device_name": _device_name(device), "torch": torch.__version__, "quick": quick,
+        "device": device, "device_name": _device_name(device, runs), "torch": torch.__version__, "quick": quick,
         "repeats": repeats, "seconds": time.time() - started,
         "references": {"the lab's fp32 run (its GPU)": LAB_SECONDS, **AIRBENCH_SECONDS},
         "rungs": [vars(rung) for rung in results],
@@ -245,12 +245,17 @@ def _timed(result: RunResult, seconds: float) -> RunResult:
     return replace(result, total_time_s=seconds)
 
 
-def _device_name(device: str) -> str:
-    if device == "cuda" and torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    from trainer.environment import cpu_model
+def _device_name(device: str, runs: dict) -> str | None:
+    """The device's name as the first finished run recorded it (None before one has). Asking torch here would make
+    this process a CUDA one, which every later rung's run would count as another process on its GPU."""
+    for done in runs.values():
+        if done:
+            return done[0].environment.get("device_name")
+    if device == "cpu":
+        from trainer.environment import cpu_model
 
-    return cpu_model()
+        return cpu_model()
+    return None
 
 
 def _write(out: Path | None, report: dict) -> None:

@@ -1,7 +1,8 @@
 """Benchmark: the plain lab loop against the trainer, same device, data and batch size, each run in a fresh process.
 
     python -m bench.run_bench [--device auto|cpu|cuda] [--batch-size 256] [--subset N] [--epochs E]
-                              [--modes fp32,amp-bf16] [--repeats R] [--workers 4] [--budget S] [--json PATH]
+                              [--modes fp32,amp-bf16] [--loaders dataloader,resident] [--repeats R] [--workers 4]
+                              [--budget S] [--json PATH]
 
 Prints a table (median over repeats) and writes it as JSON with the environment and the exact command. The JSON is
 written again after every run, so a bench killed part-way keeps each finished run; with --budget, no run starts
@@ -90,19 +91,20 @@ def trainer_malloc(device_type: str) -> str:
     return "tuned" if device_type == "cpu" else "default"
 
 
-def bench_configs(modes: list[str], device_type: str) -> list[BenchConfig]:
-    """Plain/trainer pairs: every mode with both loaders, plus channels_last for each AMP mode on the resident
+def bench_configs(modes: list[str], device_type: str, loaders: tuple[str, ...] = BENCH_LOADERS) -> list[BenchConfig]:
+    """Plain/trainer pairs: every mode with each of `loaders`, plus channels_last for each AMP mode on the resident
     loader, each pair run with the host malloc the trainer uses on this device. On a CPU (where the trainer
     tunes malloc) the plain loop also runs with glibc's defaults in the lab's fp32 DataLoader cell (the
     baseline) and in each AMP mode's fastest cell, so the allocator's share of any speedup shows on its own."""
     malloc = trainer_malloc(device_type)
-    cells = [(mode, loader, False) for mode in modes for loader in BENCH_LOADERS]
-    cells += [(mode, "resident", True) for mode in modes if mode != "fp32"]
+    cells = [(mode, loader, False) for mode in modes for loader in loaders]
+    cells += [(mode, "resident", True) for mode in modes if mode != "fp32" and "resident" in loaders]
     configs = [BenchConfig(impl, mode, loader, cl, malloc)
                for mode, loader, cl in cells for impl in ("plain", "trainer")]
     if malloc == "tuned":
         untuned = [("fp32", "dataloader", False)] + [(mode, "resident", True) for mode in modes if mode != "fp32"]
-        configs += [BenchConfig("plain", mode, loader, cl, "default") for mode, loader, cl in untuned]
+        configs += [BenchConfig("plain", mode, loader, cl, "default") for mode, loader, cl in untuned
+                    if loader in loaders]
     return configs
 
 
@@ -254,6 +256,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--epochs", type=int, default=1, help="passes over the (subset of the) training split")
     parser.add_argument("--modes", default=None,
                         help="comma-separated precisions; default fp32 plus amp-bf16 on CPU, amp-fp16 on CUDA")
+    parser.add_argument("--loaders", default=",".join(BENCH_LOADERS),
+                        help="comma-separated loaders (default: both); the GPU kit's bench keeps the data resident")
     parser.add_argument("--repeats", type=int, default=3, help="runs per configuration; the table shows the median")
     parser.add_argument("--workers", type=int, default=4, help="DataLoader workers (the lab uses 4)")
     parser.add_argument("--data", default="auto", choices=("auto", "cifar10", "synthetic"),
@@ -276,6 +280,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error("--workers must be 0 or more")
     if args.budget is not None and not args.budget > 0:
         parser.error("--budget must be a positive number of seconds")
+    args.loaders = tuple(loader.strip() for loader in args.loaders.split(",") if loader.strip())
+    if not args.loaders or not set(args.loaders) <= set(BENCH_LOADERS):
+        parser.error(f"--loaders takes {', '.join(BENCH_LOADERS)}, got {','.join(args.loaders) or 'none'}")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is visible; use --device cpu")
     return args
@@ -384,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.subset % args.batch_size:
             print(f"note: --subset {args.subset} is not a multiple of the batch size; ms/step is per full batch")
 
-    configs = bench_configs(modes, device_type)
+    configs = bench_configs(modes, device_type, args.loaders)
     common = {
         "device": device_type, "batch_size": args.batch_size, "epochs": args.epochs, "data": data,
         "data_root": args.data_root, "subset": args.subset, "test_subset": args.test_subset,
@@ -393,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"bench: {len(configs)} configurations x {args.repeats} repeats on {device_type}, {data} data, "
           f"batch {args.batch_size}, {warmup_steps} warm-up steps excluded, each run in a fresh process", flush=True)
     state = BenchState(command=shlex.join(["python", "-m", "bench.run_bench", *argv]),
-                       settings={**common, "modes": modes, "repeats": args.repeats, "budget_s": args.budget},
+                       settings={**common, "modes": modes, "loaders": list(args.loaders), "repeats": args.repeats,
+                                 "budget_s": args.budget},
                        configs=configs, device_type=device_type)
     path = Path(args.json) if args.json else RESULTS_DIR / f"{device_type}-{state.started:%Y-%m-%d}.json"
     path.parent.mkdir(parents=True, exist_ok=True)

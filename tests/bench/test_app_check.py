@@ -1,4 +1,4 @@
-"""Step 6's check on its own: the page's part is reported apart from the job, whatever Streamlit does."""
+"""Step 5's check on its own: the page's part is reported apart from the job, whatever Streamlit does."""
 
 import sys
 import types

@@ -23,6 +23,7 @@ from bench.run_bench import (
     compare_rows,
     format_table,
     main,
+    parse_args,
     resolve_modes,
     run_order,
 )
@@ -82,6 +83,19 @@ def test_configs_pair_plain_and_trainer_and_add_channels_last_for_amp_only():
     assert labels[:2] == ["plain fp32 dataloader", "trainer fp32 dataloader"]
     assert labels[-2:] == ["plain amp-bf16 resident channels_last", "trainer amp-bf16 resident channels_last"]
     assert not any("fp32 resident channels_last" in label for label in labels)
+
+
+def test_the_loaders_can_be_narrowed_to_the_resident_data_alone():
+    """The GPU kit's bench: its DataLoader cells are step 3's, so its bench measures where the step is shortest."""
+    labels = [c.label() for c in bench_configs(["fp32", "amp-fp16"], "cuda", ("resident",))]
+    assert labels == [f"{impl} {cell}" for cell in ("fp32 resident", "amp-fp16 resident",
+                                                    "amp-fp16 resident channels_last") for impl in ("plain", "trainer")]
+    on_cpu = bench_configs(["fp32", "amp-bf16"], "cpu", ("dataloader",))
+    assert [c.label() for c in on_cpu] == ["plain fp32 dataloader tuned-malloc", "trainer fp32 dataloader tuned-malloc",
+                                           "plain amp-bf16 dataloader tuned-malloc",
+                                           "trainer amp-bf16 dataloader tuned-malloc", "plain fp32 dataloader"]
+    with pytest.raises(SystemExit):
+        parse_args(["--loaders", "tfrecord"])
 
 
 def test_on_cpu_the_pairs_use_the_trainers_malloc_and_the_lab_baseline_keeps_the_default():

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from dataclasses import replace
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.cuda_only import gpu_test_files, is_gpu_only
-from bench.device_command import DEVICE_COMMAND_LIMIT, GPU_CHECK_DOC, documented_device_command
+from bench.cuda_only import gpu_test_files, is_gpu_only, read_log
+from bench.device_command import DEVICE_COMMAND_LIMIT, GPU_CHECK_DOC, documented_calls, documented_device_command
 from bench.gpu_check import (
     FIRST_TRY_S,
     JSON_NAME,
@@ -28,7 +29,10 @@ from bench.gpu_check import (
     MD_NAME,
     NO_CUDA,
     NO_GPU,
-    RETRY_S,
+    OPTIONAL_UNITS,
+    PLAN_FILL,
+    PLANNED_START_S,
+    SECOND_CALL_S,
     STEPS,
     ChildEnd,
     Kit,
@@ -39,16 +43,20 @@ from bench.gpu_check import (
     _nvml_figure,
     cuda_tests_outcome,
     default_budget,
+    killed_tests_reason,
     lab_runs,
     lab_time_s,
     ladder_outcome,
+    machine_slug,
     main,
     make_plan,
     per_image_figures,
+    per_test_timeout,
     read_junit,
     render_markdown,
+    time_plan_line,
 )
-from bench.gpu_env import nvml_facts, tf32_defaults
+from bench.gpu_env import host_facts, nvml_facts, tf32_defaults
 from bench.ladder import LARGEST, rungs_for
 from server.batch_probe import PROBE_MAX_TRIES
 from trainer.config import PRECISIONS
@@ -57,8 +65,10 @@ from trainer.errors import TrainerError
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DOC = GPU_CHECK_DOC
 WINDOW_S = 15 * 60  # the lent GPU's device time, all tries together
-MACHINE_START_S = 120  # "minutes" to start it; the hand-back is given the same
-WHEELS_S = 15  # installing .gpu-wheels/ before each try
+MACHINE_START_S = 120  # "1-2 minutes" to start one
+WARM_S = 30  # a machine stays warm this long after a call, then goes back (this idle time counts too)
+NO_START_UNDER_S = 4 * 60  # no machine starts with less device time left
+WHEELS_S = 15  # installing .gpu-wheels/ before each call
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +100,11 @@ def test_quick_cpu_run_writes_both_files_with_every_step(quick_cpu_run):
     assert (by_name["ladder"]["status"], by_name["ladder"]["reason"]) == (
         "skipped", "runs only as a call of its own (--only 7)")
     assert not (quick_cpu_run / "ladder-cpu.json").exists()
+    # Sized from step 1's own process (issue 34): the quick plan fits with nothing left out.
+    plan = report["kit"]["time_plan"]
+    assert plan["measured"] and plan["process_start_s"] == by_name["environment"]["data"]["process_start_s"] > 0
+    assert plan["left_out"] == [] and plan["fill"] <= PLAN_FILL
+    assert "Time plan (docs/gpu-check.md): a fresh process took " in markdown
 
 
 def test_the_ladder_call_climbs_every_rung_this_device_can_run(tmp_path):
@@ -229,6 +244,24 @@ def test_the_full_plan_is_the_labs_setting_and_fits_one_device_command():
     assert make_plan(False, "cpu").app_amp == "amp-bf16" and full.app_amp == "amp-fp16"
 
 
+def test_the_kits_temporaries_are_never_in_its_output_folder(tmp_path, monkeypatch):
+    """Issue 34, item 5: a kit killed mid-write (here, before its finished file is moved into place) leaves the
+    complete file before it and no temporary among the 8 files the device tool brings back."""
+    kit = Kit(tmp_path / "out", "cpu", make_plan(True, "cpu"), "test")
+    kit.write()
+    before = (kit.out / JSON_NAME).read_text()
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("bench.gpu_check.shutil.move", killed)
+    with pytest.raises(KeyboardInterrupt):
+        kit.write()
+    assert sorted(path.name for path in kit.out.iterdir()) == [JSON_NAME, MD_NAME]
+    assert (kit.out / JSON_NAME).read_text() == before
+    assert list(kit.work.glob("*.partial")) and not kit.work.resolve().is_relative_to(kit.out.resolve())
+
+
 def test_markdown_lists_pending_steps_before_they_run():
     report = {
         "kit": {"command": "python -m bench.gpu_check --out x", "device": "cuda", "plan": {"name": "full"},
@@ -321,6 +354,20 @@ def test_the_nvidia_smi_column_takes_the_process_figure_or_else_the_devices():
     assert _nvml_figure({"process_rss_growth": 50}) is None  # a CPU run
 
 
+def test_step_1_records_what_the_dataloaders_workers_depend_on_and_a_fresh_processs_start():
+    """Issue 34, item 5: the cores, /dev/shm (where the workers hand batches over) and the NVML library's version,
+    beside the start of step 1's own process, which imports what a run imports."""
+    host = host_facts()
+    assert 1 <= host["cpu_usable"] <= host["cpu_count"]
+    assert host["dev_shm"]["total_bytes"] >= host["dev_shm"]["free_bytes"] >= 0
+    data = {"host": host, "process_start_s": 4.25, "nvml": {"driver_version": "580.159.04", "nvml_version": "13.580"}}
+    table = "\n".join(_md_environment(data))
+    assert f"| CPU cores (usable / all) | {host['cpu_usable']} / {host['cpu_count']} |" in table
+    assert "| /dev/shm (the DataLoader workers' batches) | " in table and " GiB free |" in table
+    assert "| driver / NVML library (NVML) | 580.159.04 / 13.580 |" in table
+    assert "| a fresh process (step 1's, timed) | 4.2 s: " in table
+
+
 def test_tf32_defaults_are_read_without_setting_anything():
     defaults = tf32_defaults()
     assert "float32_matmul_precision" in defaults and isinstance(defaults["warnings"], list)
@@ -344,27 +391,116 @@ def _documented_retries() -> list[tuple[str, int]]:
             re.findall(r"^\| `--only ([\d,]+)` \|[^|]*\| (\d+) s \|$", DOC.read_text(), re.MULTILINE)]
 
 
-def test_the_first_try_leaves_the_window_room_for_each_documented_retry():
-    """Issue 22, item 13: the default budget ends the first try by about 6 minutes, and every retry the docs name
-    takes what they say (the chosen steps' caps) and fits in the window after it."""
+def test_the_window_holds_both_calls_even_when_the_machine_goes_back_between_them():
+    """Issue 34, item 4: the first try, then the second call (the ladder, or a retry of the length the docs give);
+    if the machine went back in between (it stays warm 30 s), a second start, which needs 4 minutes left."""
     full = make_plan(False, "cuda")
     retries = _documented_retries()
     assert len(retries) >= 4
     for only, seconds in retries:
         chosen = {int(n) for n in only.split(",")}
-        assert default_budget(full, chosen) == seconds, only
-        assert seconds <= RETRY_S, only
-    used = MACHINE_START_S + 2 * WHEELS_S + full.budget_s + RETRY_S + MACHINE_START_S
-    assert used <= WINDOW_S
-    assert default_budget(full, {3, 5}) > RETRY_S  # the docs name it as one that does not fit
+        assert default_budget(full, chosen) == seconds <= SECOND_CALL_S, only
+    first = MACHINE_START_S + WHEELS_S + full.budget_s + WARM_S
+    assert WINDOW_S - first >= NO_START_UNDER_S
+    assert first + MACHINE_START_S + WHEELS_S + SECOND_CALL_S + WARM_S <= WINDOW_S
+    assert default_budget(full, {3, 4}) == SECOND_CALL_S  # caps of 245 s, held to the call: its plan leaves out
     assert default_budget(full, None) == full.budget_s
 
 
-def test_the_documented_device_command_goes_on_without_the_wheels_and_fits_the_device_tool():
-    command = documented_device_command()
-    assert len(command) < DEVICE_COMMAND_LIMIT
-    assert "&&" not in command  # issue 22, item 2: a failed wheel install must not stop the kit
-    assert "bench.gpu_check --out $OUT" in command
+def planned_kit(tmp_path: Path, start_s: float) -> Kit:
+    """The full first try on a GPU that runs every mode (an H100 or an H200), sized after step 1 timed its own
+    process at `start_s`."""
+    kit = Kit(tmp_path / "out", "cuda", make_plan(False, "cuda"), "test")
+    kit.supported_modes = list(PRECISIONS)
+    kit.records[0].status, kit.records[0].data = "ok", {"process_start_s": start_s}
+    kit.start_s = start_s
+    kit.deadline -= kit.estimate_s("environment")  # the time step 1 took
+    kit.plan_time()
+    return kit
+
+
+@pytest.mark.parametrize("start_s, left_out", [
+    (3.0, []),
+    (PLANNED_START_S, ["fp32 dataloader"]),
+    (PLANNED_START_S + 3, list(OPTIONAL_UNITS)),  # the rehearsal's slowdown on the GPU's estimate
+])
+def test_the_first_try_leaves_out_its_least_valuable_runs_up_front_when_processes_start_slowly(tmp_path, start_s,
+                                                                                              left_out):
+    """Issue 34, item 1: sized from step 1's own start, the plan fits the budget with room to spare, each step's
+    share within its cap, by leaving out the least valuable runs before any of them starts."""
+    kit = planned_kit(tmp_path, start_s)
+    plan = kit.time_plan
+    assert plan["left_out"] == left_out and plan["measured"]
+    assert plan["fill"] <= PLAN_FILL
+    assert all(seconds <= kit.plan.step_caps_s[step] for step, seconds in plan["steps_s"].items()), plan
+    assert list(plan["steps_s"]) == ["cuda_tests", "lab_workload", "memory", "app", "benchmark"]
+    assert f"left out, least valuable first: {', '.join(left_out) or 'nothing'}" in time_plan_line(plan)
+
+
+def test_a_left_out_run_is_skipped_with_the_plans_reason_and_its_step_stays_ok(tmp_path, monkeypatch):
+    kit = planned_kit(tmp_path, PLANNED_START_S + 3)
+    ran = []
+
+    def fake_run(self, record, precision, loader, batch_size, deadline):
+        ran.append((loader, precision, batch_size))
+        return {"status": "ok"}
+
+    monkeypatch.setattr(Kit, "lab_run", fake_run)
+    monkeypatch.setattr(Kit, "prepare_split", lambda self: {"status": "ok"})
+    assert kit.lab_workload(kit.records[2], time.monotonic() + 200) == ("ok", None)
+    rows = kit.records[2].data["rows"]
+    skipped = [(row["loader"], row["precision"], row["batch_size"]) for row in rows if row["status"] == "skipped"]
+    assert skipped == [("resident", "tf32", 256), ("resident", "fp32", 1024), ("resident", "amp-fp16", 1024),
+                       ("dataloader", "fp32", 256)]
+    assert ran == [run for run in lab_runs(kit.plan, "amp-fp16") if run not in skipped]
+    assert all(row["reason"].startswith("left out by the time plan: a fresh process took 8.0 s here")
+               for row in rows if row["status"] == "skipped")
+
+    monkeypatch.setattr(Kit, "memory_breakdown", lambda self, record, deadline: {"status": "ok", "reason": None})
+    status, reason = kit.memory(kit.records[3], time.monotonic() + 45)
+    assert status == "ok" and reason.startswith("the largest-batch search left out by the time plan")
+    assert kit.records[3].data["largest_batch"]["status"] == "skipped"
+
+
+def test_an_optional_run_that_no_longer_fits_its_step_is_left_out_rather_than_cut(tmp_path, monkeypatch):
+    """The runs before it ran long: a run the plan kept but whose estimate passes the step's end is not started."""
+    kit = planned_kit(tmp_path, 3.0)
+    monkeypatch.setattr(Kit, "lab_run", lambda self, record, precision, loader, batch_size, deadline: {"status": "ok"})
+    monkeypatch.setattr(Kit, "prepare_split", lambda self: {"status": "ok"})
+    assert kit.lab_workload(kit.records[2], time.monotonic() + 15) == ("ok", None)  # less than a DataLoader run
+    rows = {(row["loader"], row["precision"], row["batch_size"]): row for row in kit.records[2].data["rows"]}
+    assert rows[("dataloader", "fp32-default", 256)]["status"] == "ok"  # not optional: it runs
+    assert rows[("dataloader", "fp32", 256)]["reason"].startswith("left out: the step's ")
+
+
+def test_the_windows_two_documented_calls_go_on_without_the_wheels_and_fit_the_device_tool():
+    """Issue 34, item 4: both calls are on the page, ready to paste; the second is the first with step 1 and the
+    ladder, so it needs no reading of the first's results before it is sent."""
+    first, second = documented_calls()
+    assert documented_device_command() == first
+    for command in (first, second):
+        assert len(command) < DEVICE_COMMAND_LIMIT
+        assert "&&" not in command  # issue 22, item 2: a failed wheel install must not stop the kit
+    assert "bench.gpu_check --out $OUT;" in first
+    assert second == first.replace("--out $OUT;", "--out $OUT --only 1,7;")
+    text = DOC.read_text()
+    assert "| 1, the first try | left out (an H100), or `\"nvidia-h200\"` | `[\".gpu-wheels\"]` | 420 | 330 s |" in text
+    assert f"| 2, the ladder (or a retry) | left out (the first call's kind) | `[\".gpu-wheels\"]` | 300 | " \
+           f"{SECOND_CALL_S:.0f} s |" in text
+    assert make_plan(False, "cuda").budget_s == FIRST_TRY_S == 330
+
+
+def test_the_time_plans_table_is_the_codes():
+    """docs/gpu-check.md's table of the full plan's units, against Kit.units on a GPU that runs every mode."""
+    kit = Kit(Path(tempfile.mkdtemp()) / "out", "cuda", make_plan(False, "cuda"), "test")
+    kit.supported_modes = list(PRECISIONS)
+    rows = re.findall(r"^\| (\d) [^|]+ \| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", DOC.read_text(), re.MULTILINE)
+    assert [int(row[0]) for row in rows] == list(range(1, 8))
+    for number, processes, work, at_5, at_8 in rows:
+        units = kit.units(STEPS[int(number) - 1][0])
+        assert int(processes) == sum(unit.processes for unit in units), number
+        assert float(work) == sum(unit.work_s for unit in units), number
+        assert (float(at_5), float(at_8)) == tuple(sum(unit.seconds(start) for unit in units) for start in (5, 8))
 
 
 def test_step_2_is_given_only_the_suites_files_that_hold_cuda_only_tests():
@@ -376,6 +512,29 @@ def test_step_2_is_given_only_the_suites_files_that_hold_cuda_only_tests():
     assert "tests/trainer/test_cli.py" not in files  # it skips *on* a GPU: a CPU test
     for path in files:
         assert "streamlit" not in (REPO_ROOT / path).read_text(), path
+
+
+def test_the_cuda_only_log_keeps_each_tests_last_line_in_the_order_they_started(tmp_path):
+    log = tmp_path / "tests.jsonl"
+    lines = [{"test": "a", "outcome": "running"}, {"test": "a", "outcome": "passed", "time_s": 1.5},
+             {"test": "b", "outcome": "running"}]
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines) + '{"test": "b", "outc')  # cut by a kill
+    assert read_log(log) == [lines[1], lines[2]]
+    assert read_log(tmp_path / "absent.jsonl") == []
+    assert killed_tests_reason(read_log(log), "timed out after 70 s") == (
+        "timed out after 70 s; 1 test(s) had ended, each kept (1 passed); still running: b")
+
+
+def test_step_2_limits_each_test_only_where_pytest_timeout_is_installed(monkeypatch):
+    """The GPU machine's image has pytest-timeout; a pytest without it would refuse the option."""
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", raising=False)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: object() if name == "pytest_timeout" else None)
+    assert per_test_timeout(30.0) == ["--timeout", "30"]
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # installed, but pytest would not load it
+    assert per_test_timeout(30.0) == []
+    monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    assert per_test_timeout(30.0) == []
 
 
 def test_junit_collection_errors_are_counted_apart_from_failing_tests(tmp_path):
@@ -418,9 +577,11 @@ def test_step_3_runs_the_labs_own_comparison_first_and_the_other_dataloader_mode
         ("dataloader", "fp32-default", 256), ("dataloader", "amp-fp16", 256)]
     assert runs[2:4] == [("resident", "fp32", 256), ("resident", "amp-fp16", 256)]
     assert runs[7:9] == [("resident", "fp32", 1024), ("resident", "amp-bf16", 1024)]  # the sweep's second point
-    assert {mode for loader, mode, _ in runs if loader == "dataloader"} == set(LAB_MODES)
+    # Issue 34: with the lab's DataLoader, its comparison and strict fp32 alone (tf32's and amp-bf16's rows cost a
+    # fresh process and 260,000 images each, for figures the resident rows give), strict fp32 last.
+    assert runs[9:] == [("dataloader", "fp32", 256)]
     assert {mode for loader, mode, batch in runs if (loader, batch) == ("resident", 256)} == set(LAB_MODES)
-    assert len(runs) == 2 * len(LAB_MODES) + 2
+    assert len(runs) == len(LAB_MODES) + 2 + 3
 
 
 def test_cuda_resident_runs_get_a_steady_window_of_a_few_seconds_and_every_run_reads_the_prepared_split(tmp_path):
@@ -434,6 +595,54 @@ def test_cuda_resident_runs_get_a_steady_window_of_a_few_seconds_and_every_run_r
     on_cpu = Kit(tmp_path, "cpu", make_plan(True, "cpu"), "test")
     assert "--min-steady-s" not in on_cpu.lab_args("fp32", "resident", 32, tmp_path / "c.json")
     assert "--data-root" not in on_cpu.lab_args("fp32", "resident", 32, tmp_path / "c.json")  # none prepared
+
+
+def test_the_app_runs_before_the_benchmark_which_keeps_the_data_resident_and_reads_step_3s_split(tmp_path,
+                                                                                                 monkeypatch):
+    """Issue 34, item 1: the class server's only end-to-end check does not get what the benchmark leaves."""
+    assert [name for name, _ in STEPS].index("app") < [name for name, _ in STEPS].index("benchmark")
+    started = []
+
+    def no_bench(self, record, args, path, deadline, what):
+        started.append(args)
+        return None, ChildEnd("", "not run here", timed_out=False)
+
+    monkeypatch.setattr(Kit, "reporting_child", no_bench)
+    kit = Kit(tmp_path, "cuda", make_plan(False, "cuda"), "test")
+    kit.prepared_root = tmp_path / "split"
+    kit.records[0].data = {"gpu_name": "NVIDIA H100 80GB HBM3"}
+    assert kit.benchmark(kit.records[5], time.monotonic() + 60) == ("failed", "not run here")
+    (args,) = started
+    assert Path(args[args.index("--json") + 1]).name == "bench-h100.json"  # named after step 1's GPU
+    assert args[args.index("--loaders") + 1] == "resident" and "--modes" not in args  # fp32 and amp-fp16 there
+    assert args[args.index("--data-root") + 1] == str(tmp_path / "split")
+    assert args[args.index("--data") + 1] == "synthetic"
+
+
+def test_the_kit_names_its_files_and_its_title_after_the_gpu_step_1_found(tmp_path, monkeypatch):
+    """Issue 34, item 4: a first call that names no kind gets an H100; its figures must not be filed as an H200's."""
+    kit = Kit(tmp_path / "out", "cuda", make_plan(False, "cuda"), "test")
+    kit.records[0].data = {"gpu_name": "NVIDIA H100 80GB HBM3"}
+    assert kit.machine() == {"name": "NVIDIA H100 80GB HBM3", "slug": "h100"}
+    for name in ("bench-h100.json", "ladder-h100.json"):
+        (kit.out / name).write_text("{}")
+    date = kit.started.date().isoformat()
+    assert kit.files_to_commit() == {
+        MD_NAME: f"bench/results/gpu-check-h100-{date}.md", JSON_NAME: f"bench/results/gpu-check-h100-{date}.json",
+        "bench-h100.json": f"bench/results/cuda-h100-{date}.json",
+        "ladder-h100.json": f"reference/ladder-cuda-{date}-h100.json"}
+    kit.write()
+    markdown = (kit.out / MD_NAME).read_text()
+    assert markdown.startswith("# GPU acceptance kit: NVIDIA H100 80GB HBM3\n")
+    assert f"`bench-h100.json` as `bench/results/cuda-h100-{date}.json`" in markdown
+
+    asked = []  # without step 1 (a retry): NVML's name, asked once and without a CUDA context
+    monkeypatch.setattr("bench.gpu_check.nvml_facts",
+                        lambda uuid: asked.append(uuid) or {"gpus": [{"name": "NVIDIA H200"}]})
+    retry = Kit(tmp_path / "retry", "cuda", make_plan(False, "cuda"), "test", only={6})
+    assert retry.machine()["slug"] == retry.machine()["slug"] == "h200" and asked == [None]
+    assert [machine_slug(name) for name in ("NVIDIA H200 NVL", "NVIDIA A100-SXM4-80GB", None)] == [
+        "h200", "a100", "cuda"]
 
 
 def test_the_labs_time_leaves_out_the_epochs_added_for_the_steady_window():
@@ -471,6 +680,7 @@ def test_the_environment_step_finds_a_mig_slice_among_nvmls_devices(monkeypatch)
     mig = types.SimpleNamespace(total=18 * 2**30, used=0)
     fake = types.SimpleNamespace(
         nvmlInit=lambda: None, nvmlShutdown=lambda: None, nvmlSystemGetDriverVersion=lambda: "580.65",
+        nvmlSystemGetNVMLVersion=lambda: "13.580.65",
         nvmlSystemGetCudaDriverVersion=lambda: 13000, nvmlDeviceGetCount=lambda: 1,
         nvmlDeviceGetHandleByIndex=lambda index: "gpu", nvmlDeviceGetName=lambda handle: "NVIDIA H200",
         nvmlDeviceGetUUID=lambda handle: {"gpu": "GPU-aaaa", "mig": f"MIG-{bare}"}[handle],
@@ -481,6 +691,7 @@ def test_the_environment_step_finds_a_mig_slice_among_nvmls_devices(monkeypatch)
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
     facts = nvml_facts(f"MIG-{bare}")
+    assert (facts["driver_version"], facts["nvml_version"]) == ("580.65", "13.580.65")
     assert facts["gpus"][0]["mig_devices"] == [{"uuid": f"MIG-{bare}", "memory_total_bytes": 18 * 2**30}]
     assert facts["torch_gpu_found_by_uuid"] is True
     row = f"| GPU UUID (torch / NVML) | MIG-{bare} / MIG-{bare} |"

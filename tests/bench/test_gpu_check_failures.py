@@ -78,13 +78,13 @@ def test_the_documented_device_command_runs_the_kit_when_the_wheel_folder_is_mis
     assert report["kit"]["finished"] and report["steps"][1]["reason"] == NO_GPU  # step 2 ran and found none
 
 
-# ---- item 3: the app step when Streamlit fails ------------------------------------------------------------------
+# ---- item 3: the app step (5) when Streamlit fails --------------------------------------------------------------
 
 
-def test_step_6_runs_and_keeps_the_job_when_streamlit_cannot_be_imported(tmp_path, monkeypatch):
+def test_step_5_runs_and_keeps_the_job_when_streamlit_cannot_be_imported(tmp_path, monkeypatch):
     on_pythonpath(monkeypatch, fake_streamlit(tmp_path / "fake", testing_v1=None))
     kit = kit_for(tmp_path)
-    record = kit.records[5]
+    record = kit.records[4]
     status, reason = kit.app(record, time.monotonic() + 120)
     job, page = record.data["job"], record.data["page"]
     assert job["status"] == "done" and [run["precision"] for run in job["runs"]] == ["fp32", "amp-bf16"]
@@ -102,13 +102,13 @@ def test_step_6_runs_and_keeps_the_job_when_streamlit_cannot_be_imported(tmp_pat
     assert "- fp32 on " in markdown and "Results page: not rendered: Streamlit cannot be imported" in markdown
 
 
-def test_step_6_keeps_the_job_when_the_page_crashes_its_process(tmp_path, monkeypatch):
+def test_step_5_keeps_the_job_when_the_page_crashes_its_process(tmp_path, monkeypatch):
     """As a native crash inside Streamlit would: the check dies with SIGKILL while it renders the page."""
     crash = "import os\nimport signal\n\nclass AppTest:\n    @classmethod\n    def from_file(cls, *args, **kwargs):\n" \
             "        os.kill(os.getpid(), signal.SIGKILL)\n"
     on_pythonpath(monkeypatch, fake_streamlit(tmp_path / "fake", testing_v1=crash))
     kit = kit_for(tmp_path)
-    record = kit.records[5]
+    record = kit.records[4]
     status, reason = kit.app(record, time.monotonic() + 120)
     assert record.data["job"]["status"] == "done" and len(record.data["job"]["runs"]) == 2
     assert record.data["page"]["rendered"] is False
@@ -117,29 +117,30 @@ def test_step_6_keeps_the_job_when_the_page_crashes_its_process(tmp_path, monkey
 
 
 def test_a_child_killed_at_its_deadline_leaves_what_it_printed_before():
-    """What step 6 reads when its page hangs past the step's time: the job's line, printed before the page."""
+    """What step 5 reads when its page hangs past the step's time: the job's line, printed before the page."""
     hang = "import time; print('{\"job\": \"done\"}', flush=True); time.sleep(60)"
     ended = _child_until(["-c", hang], time.monotonic() + 1.5)
     assert ended.timed_out and "timed out after" in ended.problem
     assert _last_json(ended.stdout) == {"job": "done"}
 
 
-# ---- item 4: the benchmark killed at its cap ---------------------------------------------------------------------
+# ---- item 4: the benchmark (6) killed at its cap -----------------------------------------------------------------
 
 
-def test_step_5_keeps_the_finished_runs_when_the_bench_is_killed_at_the_steps_cap(tmp_path, monkeypatch):
+def test_step_6_keeps_the_finished_runs_when_the_bench_is_killed_at_the_steps_cap(tmp_path, monkeypatch):
     """The bench is told a budget past the step's end (as if its last run overran), so the kit kills it."""
     monkeypatch.setattr("bench.gpu_check.BENCH_TAIL_S", -600.0)
     kit = kit_for(tmp_path, bench_args=("--batch-size", "16", "--subset", "96", "--epochs", "1", "--repeats", "5",
-                                        "--workers", "0", "--test-subset", "16", "--modes", "fp32"))
-    record = kit.records[4]
+                                        "--workers", "0", "--test-subset", "16"), bench_modes=("fp32",))
+    record = kit.records[5]
     status, reason = kit.benchmark(record, time.monotonic() + 15)
     assert status == "timed out" and "runs that ended are kept" in reason
     assert "--budget" in record.data["command"] and record.data["finished"] is False
     done = [run for row in record.data["rows"] for run in row["repeats"] if "error" not in run]
     assert done and all(run["images_per_s"] > 0 for run in done)
     assert 0 < len(done) < 25 and record.counts["train_steps"] == sum(run["total_steps"] for run in done)
-    assert (kit.out / "bench-cpu.json").exists()
+    # Written in the kit's scratch folder and copied out: a bench killed mid-write leaves no temporary in $OUT.
+    assert sorted(path.name for path in kit.out.iterdir()) == ["bench-cpu.json"]
 
 
 # ---- item 8: step 2 collects only the files with GPU tests ----------------------------------------------------
@@ -187,6 +188,72 @@ def test_step_2_collects_only_gpu_test_files_and_reports_one_that_cannot_import_
     (tests / "ui" / "test_gpu_page.py").unlink()  # left: the GPU tests, and a page test Streamlit cannot import
     status, reason = kit.cuda_tests(record, time.monotonic() + 120)
     assert (status, reason, record.data["passed"], record.data["collection_errors"]) == ("ok", None, 1, [])
+
+
+HANGS = f'''import time
+
+import pytest
+import torch
+
+
+{GPU_ONLY}
+def test_first():
+    pass
+
+
+{GPU_ONLY}
+def test_second_fails():
+    assert False, "a real failure"
+
+
+{GPU_ONLY}
+def test_third_hangs():
+    time.sleep(600)
+
+
+{GPU_ONLY}
+def test_fourth_after_it():
+    pass
+'''
+
+
+def pretend_gpu(tmp_path: Path, monkeypatch, tests: dict[str, str]) -> Kit:
+    """A kit whose step 2 runs these test files under a pytest that believes in a GPU (a plugin patches
+    torch.cuda.is_available)."""
+    fake = write_package(tmp_path / "fake", {"fake_gpu.py": "import torch\n\ntorch.cuda.is_available = lambda: True\n"})
+    on_pythonpath(monkeypatch, fake)
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p fake_gpu")
+    kit = kit_for(tmp_path, device="cuda")
+    kit.tests_dir, kit.sees_cuda = write_package(tmp_path / "tests", tests), True
+    return kit
+
+
+def test_step_2_killed_at_its_cap_keeps_each_finished_test_and_names_the_one_running(tmp_path, monkeypatch):
+    """Issue 34, item 2: pytest killed before it writes its report; the plugin's log kept what had ended."""
+    monkeypatch.setattr("bench.gpu_check.per_test_timeout", lambda seconds: [])  # as where pytest-timeout is not
+    kit = pretend_gpu(tmp_path, monkeypatch, {"test_gpu.py": HANGS})
+    record = kit.records[1]
+    status, reason = kit.cuda_tests(record, time.monotonic() + 45)
+    outcomes = {test["test"].split("::")[-1]: test["outcome"] for test in record.data["tests_run"]}
+    assert outcomes == {"test_first": "passed", "test_second_fails": "failed", "test_third_hangs": "running"}
+    assert "cases" not in record.data  # pytest wrote no report
+    assert status == "timed out" and "2 test(s) had ended, each kept (1 passed, 1 failed)" in reason
+    assert reason.endswith("still running: test_gpu.py::test_third_hangs") and "\n" not in reason
+    kit.finish(record, status, reason)
+    assert "| `test_gpu.py::test_second_fails` | failed |" in (kit.out / MD_NAME).read_text()
+
+
+def test_step_2_with_pytest_timeout_fails_the_hanging_test_alone_and_runs_the_rest(tmp_path, monkeypatch):
+    pytest.importorskip("pytest_timeout")
+    monkeypatch.setattr("bench.gpu_check.per_test_timeout", lambda seconds: ["--timeout", "5"])
+    kit = pretend_gpu(tmp_path, monkeypatch, {"test_gpu.py": HANGS})
+    record = kit.records[1]
+    status, reason = kit.cuda_tests(record, time.monotonic() + 120)
+    outcomes = {test["test"].split("::")[-1]: test["outcome"] for test in record.data["tests_run"]}
+    assert outcomes == {"test_first": "passed", "test_second_fails": "failed", "test_third_hangs": "failed",
+                        "test_fourth_after_it": "passed"}
+    assert (record.data["passed"], record.data["failures"]) == (2, 2)
+    assert status == "failed" and reason.startswith("2 passed; 2 of 4 CUDA-only tests failed")
 
 
 # ---- item 9: a GPU run where torch sees no GPU ----------------------------------------------------------------

@@ -118,3 +118,17 @@ def test_the_trainer_compiles_on_request_and_refuses_cuda_graphs_without_a_gpu()
         run_training(RunConfig(compile_mode="reduce-overhead", **tiny))
     with pytest.raises(ConfigError, match="compile_mode"):
         replace(RunConfig(), compile_mode="max").validate()
+
+
+def test_the_ladders_parent_takes_the_gpus_name_from_its_runs_and_never_asks_torch(monkeypatch, tmp_path):
+    """Issue 34, item 5: a parent that asked torch for the name could make a CUDA context of its own, which every
+    later rung's run would see as another process on its GPU (its timing then "noisy")."""
+    def no_cuda_here(*args, **kwargs):
+        raise AssertionError("the ladder's parent asked torch's CUDA")
+
+    for name in ("get_device_name", "get_device_properties", "init", "_lazy_init", "current_device"):
+        monkeypatch.setattr(ladder.torch.cuda, name, no_cuda_here)
+    runs = {0: [make_result(environment={"device_type": "cuda", "device_name": "NVIDIA H100 80GB HBM3"})]}
+    report = ladder._report("cuda", False, 1, [ladder.RungResult("the lab's loop")], runs, started=0.0)
+    assert report["device_name"] == "NVIDIA H100 80GB HBM3"
+    assert ladder._report("cuda", False, 1, [], {}, started=0.0)["device_name"] is None  # before a run ended
