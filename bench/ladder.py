@@ -1,16 +1,19 @@
 """The ladder to the fastest lab run: the lab's workload, one change at a time, each rung measured against the lab's
 own loop in the same harness.
 
-Rungs, each adding to the one before: the lab's loop (fp32 as PyTorch defaults it, the DataLoader) -> data held on
-the device -> AMP (fp16 on a GPU, as the lab; bf16 on a CPU, where fp16 is tens of times slower) -> channels_last ->
+Rungs, each adding to the one before: the lab's loop (fp32 as PyTorch defaults it, in the lab's own harness: its
+DataLoader forked each epoch, a sync every step) -> data held on the device (no DataLoader, no sync per step) -> AMP (fp16 on a GPU, as the lab; bf16 on a CPU, where fp16 is tens of times slower) -> channels_last ->
 torch.compile (its compile time reported apart) -> CUDA graphs (torch.compile's reduce-overhead mode; GPU only) ->
 the largest batch that still trains to the lab's accuracy (the learning rate scaled with the batch).
 
 Every rung runs in a fresh process (trainer.isolated), all rungs in turn once per repeat (lab, rung 2, ..., lab,
 rung 2, ...), so a rung's speedup over the lab's loop is the lab's time over the rung's within each repeat, given
-as the median and range over the repeats (trainer.results.speedup_interval). A compiled rung's time leaves its
-compiling out and reports it apart: its first step, and its first smaller last batch of an epoch (a new shape, which
-torch.compile compiles again: 50,000 images at batch 256 end each epoch on 80). A rung this device cannot run says why.
+as the median and range over the repeats (trainer.results.speedup_interval); a rung's images/s is its images over
+the same training time, so the two columns agree. A compiled rung's time leaves its compiling out and reports it
+apart: its first step, and its first smaller last batch of an epoch (a new shape, which torch.compile compiles
+again: 50,000 images at batch 256 end each epoch on 80). A rung this device cannot run says why. The largest batch
+is kept while its accuracy is within a point of the lab loop's; a lower one is judged against the test split's own
+noise (a real loss, or too few test images to tell).
 
     python -m bench.ladder --device cpu --quick --json out.json
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +42,7 @@ LAB_SECONDS = 75.0  # the lab's own fp32 run: 5 epochs of CIFAR-10 at batch 256 
 # (Keller Jordan, "94% on CIFAR-10 in 3.29 Seconds on a Single GPU", arXiv:2404.00498): to 94%, 95% and 96%.
 AIRBENCH_SECONDS = {"airbench94 (94%)": 3.29, "airbench95 (95%)": 10.4, "airbench96 (96%)": 46.3}
 ACCURACY_TOLERANCE = 0.01  # a larger batch "trains to the same accuracy" within one point of the lab rung's
+Z_95 = 1.96  # two accuracies on n test images differ by noise alone within this many standard errors, 95% of the time
 LARGER_BATCHES = (512, 1024, 2048)
 LARGEST = "largest batch at the lab's accuracy"
 
@@ -67,8 +72,8 @@ def rungs_for(device: str) -> list[Rung]:
     gpu = device == "cuda"
     amp = "amp-fp16" if gpu else "amp-bf16"
     return [
-        Rung("the lab's loop", {"precision": "fp32-default", "loader": "dataloader"}),
-        Rung("data held on the device", {"loader": "resident", "num_workers": 0}),
+        Rung("the lab's loop", {"precision": "fp32-default", "loader": "lab"}),
+        Rung("data held on the device, no sync per step", {"loader": "resident", "num_workers": 0}),
         Rung(f"AMP ({amp})", {"precision": amp}),
         Rung("channels_last", {"channels_last": True}),
         Rung("torch.compile", {"compile_mode": "default"}),
@@ -98,6 +103,24 @@ def compile_seconds(result: RunResult) -> float:
     partial = result.first_partial_step
     again = 0.0 if partial is None else max(partial["s"] - partial["images"] * per_image, 0.0)
     return first + again
+
+
+def tested_images(result: RunResult) -> int:
+    return result.config.test_subset or 10_000
+
+
+def accuracy_verdict(lab: float, accuracy: float, images: int) -> str | None:
+    """None when `accuracy` is within ACCURACY_TOLERANCE of the lab loop's; else why the batch is not kept: a loss
+    beyond the noise of `images` test images, or one the noise could explain (one point of 512 images is 5 of
+    them), where the test split is too small to tell."""
+    noise = Z_95 * ((lab * (1 - lab) + accuracy * (1 - accuracy)) / images) ** 0.5
+    drop = lab - accuracy
+    if drop <= ACCURACY_TOLERANCE:
+        return None
+    said = f"{accuracy:.1%} against the lab loop's {lab:.1%} (±{noise:.1%} on {images:,} test images)"
+    if drop - noise > ACCURACY_TOLERANCE:
+        return f"trained to {said}: more than a point lower, beyond the noise"
+    return f"trained to {said}: too few test images to tell whether it lost more than a point"
 
 
 def climb(device: str, quick: bool, repeats: int, out: Path | None, budget_s: float | None = None,
@@ -191,9 +214,9 @@ class _Climb:
             if outcome.status != "ok":
                 refusal = f"batch {batch} did not run: {outcome.error or outcome.status}"
                 break
-            if outcome.result.test_accuracy < lab - ACCURACY_TOLERANCE:
-                refusal = (f"batch {batch} trained to {outcome.result.test_accuracy:.1%}, more than a point below "
-                           f"the lab loop's {lab:.1%}")
+            verdict = accuracy_verdict(lab, outcome.result.test_accuracy, tested_images(outcome.result))
+            if verdict is not None:
+                refusal = f"batch {batch}: {verdict}"
                 break
             kept, refusal = (config, outcome.result), None
         if kept is None:
@@ -221,7 +244,9 @@ def _report(device: str, quick: bool, repeats: int, results: list[RungResult], r
             continue
         compiled = bool(done[0].config.compile_mode)
         rung.seconds = [training_seconds(result, compiled) for result in done]
-        rung.images_per_s = sum(r.steady_images_per_s or 0 for r in done) / len(done)
+        # The speedup's own clock: the images trained over the same training time (not the steady window).
+        rung.images_per_s = statistics.median(r.train_images * len(r.epoch_times_s) / seconds
+                                              for r, seconds in zip(done, rung.seconds))
         rung.test_accuracy = sum(r.test_accuracy for r in done) / len(done)
         rung.noisy_runs = sum(is_noisy(r.timing_quality) for r in done)
         rung.compile_s = compile_seconds(done[0]) if compiled and done[0].steady_images_per_s else None
@@ -233,8 +258,12 @@ def _report(device: str, quick: bool, repeats: int, results: list[RungResult], r
             interval = speedup_interval(baselines, candidates)
             rung.speedup_vs_lab = None if interval is None else {
                 "median": interval.median, "low": interval.low, "high": interval.high, "pairs": interval.pairs}
+    first = next((done[0] for done in runs.values() if done), None)
     return {
         "device": device, "device_name": _device_name(device, runs), "torch": torch.__version__, "quick": quick,
+        # What decides the ladder's machine class (lessons/verdicts.machine_class), as every reference records it.
+        "environment": None if first is None else {key: first.environment.get(key) for key in
+                                                    ("device_type", "device_name", "cpu_flags")},
         "repeats": repeats, "seconds": time.time() - started,
         "references": {"the lab's fp32 run (its GPU)": LAB_SECONDS, **AIRBENCH_SECONDS},
         "rungs": [vars(rung) for rung in results],

@@ -50,13 +50,12 @@ st.markdown(
     """
 Inside `with torch.autocast(device_type, dtype=...)`, PyTorch looks each operation up in a list, and **the lists
 differ per device** (PyTorch AMP docs, "Autocast Op Reference"). Convolutions, linear layers and matrix
-multiplications run in the low precision (fp16 or bf16) on every device. On a CUDA GPU a long list (softmax, log,
-exp, sums, the norms, the losses) runs in fp32; on a CPU a short one. Everything else follows its input.
+multiplications run in fp16 or bf16 on every device; on a CUDA GPU a long list (softmax, log, exp, sums, the norms,
+the losses) runs in fp32, on a CPU a short one. Everything else follows its input.
 
-Autocast changes the operations, not the model: the weights stay fp32 (autocast casts each one to a 16-bit copy the
-first time an op uses it inside the `autocast` block, and reuses that copy until the block ends: PyTorch's autocast
-weight-cast cache), and the optimizer updates the fp32 weights outside the autocast block. Only the forward pass and
-the loss go inside; `backward()` runs outside, and each operation's backward uses the precision its forward used.
+The weights stay fp32 (autocast casts each to a 16-bit copy once per `autocast` block), and the optimizer updates
+them outside the block. Only the forward pass and the loss go inside; each operation's backward, run outside, uses
+the precision its forward used.
 """
 )
 with st.expander("Deeper: the three lists, CPU beside CUDA, measured with this server's torch"):
@@ -83,7 +82,7 @@ st.subheader("GradScaler: keeping small gradients alive in fp16")
 st.markdown(
     """
 fp16 has only 5 exponent bits: its smallest number is 2⁻²⁴ (about 6 x 10⁻⁸), and a gradient at or below half of
-that **underflows**: it becomes exactly zero and teaches its weight nothing. Loss scaling multiplies the loss by a
+that **underflows** to zero and teaches its weight nothing. Loss scaling multiplies the loss by a
 large factor *S* (65,536 to start) before `backward()`; by the chain rule every gradient is multiplied by *S* too,
 which lifts the small ones into fp16's range. `GradScaler` does it in three calls:
 

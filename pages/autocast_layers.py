@@ -2,7 +2,10 @@
 
 import streamlit as st
 
-from lessons.autocast_lists import CATEGORIES, classify, classify_isolated, cuda_list
+from lessons.autocast_lists import CATEGORIES, FP32, LOW, NO_RULE, WIDEST, classify, classify_isolated, cuda_list
+
+# Short names for the table's last column: at 800 px the whole ones cut the table.
+CUDA_RULE_NAMES = {LOW: "16-bit", FP32: "fp32", WIDEST: "widest", NO_RULE: "none"}
 from lessons.autocast_trace import MODE_DESCRIPTIONS, sixteen_bit_outputs_reason, trace_all, trace_all_isolated
 from trainer.errors import TrainerError
 from ui import server_bundle
@@ -121,7 +124,7 @@ input**. These lists belong to the device and the torch version: this is {device
             row = {"op": p["op"], "kind": p["kind"], f"on {device}": p["category"],
                    "fp32 inputs give": p["from_fp32"], f"{low} inputs give": p["from_low"]}
             if device == "cpu":
-                row["CUDA's rule"] = cuda_list(p["op"], p["category"])
+                row["CUDA rule"] = CUDA_RULE_NAMES[cuda_list(p["op"], p["category"])]
             rows.append(row)
         st.table(rows, hide_index=True)  # wraps at 800 px, where a grid hid its last columns
         if device == "cpu":

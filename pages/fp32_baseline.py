@@ -88,9 +88,8 @@ demo = server_bundle.offer().quick_demo().runs[0]
 low, high, start, step = THROUGHPUT_GUESS[device_type]
 if predict_then_check(
     "baseline-throughput",
-    f"How many images per second does the lab's model train in fp32 on {this_machine_class()} (like this server), "
-    f"at the quick demo's settings: batch {demo.batch_size}, {demo.subset:,} synthetic images held in memory "
-    f"({demo.loader} loader), so no DataLoader in the way?",
+    f"How many images per second does the lab's model train in fp32 in the quick demo (batch {demo.batch_size}, "
+    f"{demo.subset:,} synthetic images in memory) on {this_machine_class()}?",
     low=low, high=high, default=start, step=step, fmt="%.0f images/s", log=True,
     answer=answer.baseline.steady_images_per_s if answer else None,
     answered_by=answer.answered_by if answer else None,

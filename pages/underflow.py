@@ -79,8 +79,7 @@ first_to_overflow = max(peaks, key=peaks.get)
 st.caption(
     f"In this capture the largest activation gradient is {peaks['activation gradients']:.3g} and the largest "
     f"weight gradient {peaks['weight gradients']:.3g}, so as S grows the {first_to_overflow} overflow first. "
-    f"The capture is training step {CAPTURE_STEPS} from fresh weights: as training goes on and the loss falls, "
-    "gradients shrink, so later steps lose more of them to underflow than this one does."
+    f"This is step {CAPTURE_STEPS} from fresh weights; later steps, with smaller gradients, lose more."
 )
 
 next_link("pages/loss_scaling.py", "the scaler at work")

@@ -123,10 +123,13 @@ def load_ladders(folder: Path = REFERENCE_DIR) -> list[dict]:
     return ladders
 
 
-def newest_ladders(folder: Path = REFERENCE_DIR) -> list[dict]:
-    """The newest ladder of each kind of device, a GPU's first: the GPU reference, then the CPU's."""
-    newest = {ladder.get("device"): ladder for ladder in load_ladders(folder)}
-    return sorted(newest.values(), key=lambda ladder: ladder.get("device") != "cuda")
+def newest_ladders(folder: Path = REFERENCE_DIR, like: dict | None = None) -> list[dict]:
+    """The newest ladder recorded on a machine of this server's class (`like`: its environment; default this
+    server's), as every reference answers only for its own class; none where no such ladder is recorded."""
+    machine = machine_class(like or this_machine())
+    mine = [ladder for ladder in load_ladders(folder) if ladder.get("environment")
+            and machine_class(ladder["environment"]) == machine]
+    return mine[-1:]
 
 
 def load_references(

@@ -31,7 +31,7 @@ from trainer.results import LAB_REFERENCE, RunResult
 from ui import charts, server_bundle
 from ui.charts import run_names
 from ui.learn_charts import amp_step_chart, ladder_chart, roofline_chart
-from ui.reference import newest_ladders
+from ui.reference import newest_ladders, this_machine_class
 
 RESULTS_PAGE = "pages/results.py"
 RUN_PAGE = "pages/run_experiment.py"
@@ -315,12 +315,12 @@ def profile_panel(runs: Mapping[str, RunResult]) -> None:
 
 
 def ladder_panel() -> None:
-    """The newest recorded ladder of each kind of device (reference/ladder-*.json), a GPU's first: its chart, each
+    """The newest ladder recorded on this server's class of machine (reference/ladder-*.json): its chart, each
     rung's figures, the rungs not run and why."""
     ladders = newest_ladders()
     if not ladders:
-        st.info("No ladder has been recorded yet: `python -m bench.ladder --device cpu --quick --json "
-                "reference/ladder-cpu-<date>.json` records one.")
+        st.info(f"No ladder has been recorded on {this_machine_class()} yet: `python -m bench.ladder --quick --json "
+                "reference/ladder-<device>-<date>-quick.json` on such a machine records one.")
         return
     for number, report in enumerate(ladders):
         st.altair_chart(ladder_chart(report), width="stretch", key=f"ladder-{number}")
@@ -338,8 +338,15 @@ def ladder_caption(report: dict) -> str:
     (a budget can cut the later ones; the last rung, the largest batch, runs once)."""
     size = "a quick ladder: 1 epoch of 2,048 synthetic images" if report.get("quick") else "the lab's workload"
     rounds = max((len(rung["seconds"]) for rung in report["rungs"][:-1]), default=0)
+    speed = {rung["name"]: (rung["speedup_vs_lab"] or {}).get("median") for rung in report["rungs"]}
+    compiled, eager = speed.get("torch.compile"), speed.get("channels_last")
+    slower = (" torch.compile ran slower here than the eager rung before it: on a CPU it swaps PyTorch's own "
+              "pooling, activation and cast kernels for C++ it generates, and a profile of this model on a 2-core "
+              "EPYC put the gap there: 4x the time of eager's kernels, while the convolutions and matrix products "
+              "are the same library calls in both (bench/README.md, the ladder)."
+              if report.get("device") == "cpu" and compiled and eager and compiled < eager else "")
     return (f"Recorded on {report['device_name']} (torch {report['torch']}), {size}, {rounds} of "
             f"{report['repeats']} rounds over the rungs; {report['file']}. "
             + ("The lab's 75 s and airbench's published times (other people's figures, on their GPUs) are "
                "dashed lines." if not report.get("quick") else "Too short a workload to set beside the lab's "
-               "75 s or airbench's published times."))
+               "75 s or airbench's published times.") + slower)

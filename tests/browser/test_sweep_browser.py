@@ -14,10 +14,12 @@ from playwright.sync_api import expect
 from lessons.step_budget import PUBLISHED_PEAKS, shape_flops
 from server.history import HistoryStore
 from server.records import JobSpec, JobView
+from trainer.environment import hardware_report
 from trainer.isolated import RunOutcome
 from trainer.peaks import DevicePeaks
 from trainer.profile import CATEGORIES as PROFILE_CATEGORIES
 from trainer.results import RunResult
+from ui.reference import machine_of, newest_ladders
 
 from .conftest import REPO_ROOT, serve
 from .test_app_browser import assert_no_exception, heading, wait_until_idle
@@ -244,8 +246,11 @@ def drawn_chart_titles(page, at_least: int) -> list[str]:
 def test_when_amp_pays_draws_the_roofline_and_ladder_with_the_counted_flops(page, lab):
     url, _ = lab
     open_settled(page, f"{url}/when-amp-pays", "AMP pays off")
-    titles = drawn_chart_titles(page, at_least=3)
-    assert "The lab's layers on this device's roofline" in titles and "The ladder to the fastest lab run" in titles
+    # A ladder answers only for its own class of machine: shown where one was recorded on a machine like this one.
+    ladder_here = bool(newest_ladders(like=machine_of(hardware_report("cpu"))))
+    titles = drawn_chart_titles(page, at_least=3 if ladder_here else 2)
+    assert "The lab's layers on this device's roofline" in titles
+    assert ("The ladder to the fastest lab run" in titles) == ladder_here
 
     # The step's arithmetic, counted again here from the layers' shapes, not with the page's FLOP counter.
     flops = shape_flops(1, 256)

@@ -186,8 +186,9 @@ def test_autocast_page_tables_every_mode(app):
     assert len(modes.dataframe) == 5 and len(op_lists.table) == 1
     ops = op_lists.table[0].value.set_index("op")
     assert ops.loc["conv2d", "on cpu"] == "low precision" and ops.loc["cross_entropy", "on cpu"] == "fp32"
-    assert ops.loc["softmax", "on cpu"] == "follows its input" and ops.loc["softmax", "CUDA's rule"] == "fp32"
-    assert ops.loc["addcmul", "CUDA's rule"] == "widest input"  # the docs' promote list, not the fp32 one
+    assert ops.loc["softmax", "on cpu"] == "follows its input" and ops.loc["softmax", "CUDA rule"] == "fp32"
+    assert ops.loc["addcmul", "CUDA rule"] == "widest"  # the docs' promote list, not the fp32 one
+    assert ops.loc["relu", "CUDA rule"] == "none" and ops.loc["conv2d", "CUDA rule"] == "16-bit"
     assert any("Next: number formats" in link.label for link in app.get("page_link"))
     captions = texts(app.caption)
     assert "logits: bfloat16 · loss: float32" in captions
@@ -253,7 +254,8 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     save_finished_job(state_dir, "breakdown", "where the time goes: DataLoader vs resident (fp32, batch 256)", breakdown)
     open_page(app, "when_amp_pays")
     assert not any("**Verdict:**" in m for m in texts(app.markdown))  # the sweep waits for a guess
-    assert len(charts(app)) == 6  # roofline, ladder; breakdown; the reference sweep's throughput, memory, speedup
+    # roofline; breakdown; the reference sweep's throughput, memory, speedup (the recorded ladder is another class's)
+    assert len(charts(app)) == 5
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     markdown = "".join(texts(app.markdown))
@@ -261,8 +263,8 @@ def test_when_amp_pays_page_reopens_a_sweep_and_a_breakdown(state_dir, app):
     assert "Your guess: **1.50x** · measured: **1.50x** (spot on)" in markdown
     assert "**Verdict:** On this machine, amp-bf16 pays off only at the largest batch tried, 256 (1.50x" in markdown
     assert "With the lab's DataLoader, 60% of the training time went to waiting for data" in markdown
-    assert len(charts(app)) == 9  # roofline, ladder, breakdown, throughput, memory, speedup; the reference's three
-    assert len(app.dataframe) == 2 and len(app.table) >= 2  # the sweeps' grids; the roofline's and ladder's tables
+    assert len(charts(app)) == 8  # roofline, breakdown, throughput, memory, speedup; the reference's three
+    assert len(app.dataframe) == 2 and len(app.table) >= 1  # the sweeps' grids; the roofline's table
 
 
 def test_a_running_sweep_has_no_verdict_until_every_point_is_in(state_dir, app):
@@ -288,7 +290,7 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
     expander = next(e for e in app.expander if e.label.startswith("Reference sweep"))
     assert expander.label == ("Reference sweep recorded on a CPU without bf16 instructions (bf16 emulated), like this "
                               "server (not your runs)")
-    assert len(charts(app)) == 2  # the roofline and the ladder only: the reference's numbers wait for a guess
+    assert len(charts(app)) == 1  # the roofline only: the reference's numbers wait for a guess
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert not app.exception
     sweep = load_references(device_type="cpu", purpose="sweep")
@@ -299,7 +301,7 @@ def test_when_amp_pays_checks_a_guess_against_the_reference_sweep_before_any_run
             f"at batch {largest.baseline.config.batch_size}") in markdown
     assert f"Your guess: **1.50x** · measured: **{measured:.2f}x**" in markdown
     assert "**Reference sweep** (not your runs)" in markdown and "**Verdict:**" not in markdown
-    assert len(charts(app)) == 5 and len(app.dataframe) == 1  # roofline and ladder (tables apart); the sweep
+    assert len(charts(app)) == 4 and len(app.dataframe) == 1  # the roofline (its table apart); the sweep
     assert sum(c.startswith("Reference: AMD EPYC") for c in texts(app.caption)) == len(sweep) >= 2
 
 
@@ -492,7 +494,14 @@ def test_a_reference_answers_only_for_its_class_of_machine_and_the_question_name
     assert any("No quick demo has been recorded on a CPU with AMX bf16 units yet" in m for m in texts(app.markdown))
 
 
-def test_when_amp_pays_shows_the_recorded_ladder_with_each_rung_and_why_one_did_not_run(app):
+def test_when_amp_pays_shows_the_recorded_ladder_with_each_rung_and_why_one_did_not_run(app, monkeypatch):
+    import ui.reference
+
+    open_page(app, "when_amp_pays")  # the references' class: no ladder was recorded on it
+    assert not any("The ladder to the fastest lab run" in chart.proto.spec for chart in charts(app))
+    assert any(i.startswith("No ladder has been recorded on a CPU without bf16 instructions") for i in texts(app.info))
+    ladder_machine = {"device_type": "cpu", "device_name": "AMD EPYC", "cpu_flags": ["avx512f", "avx512_bf16"]}
+    monkeypatch.setattr(ui.reference, "this_machine", lambda: ladder_machine)
     open_page(app, "when_amp_pays")
     assert any("The ladder to the fastest lab run" in chart.proto.spec for chart in charts(app))
     rungs = next(f.value for f in app.table if "rung" in f.value.columns).set_index("rung")
@@ -524,7 +533,7 @@ def test_a_learners_own_quick_demo_answers_the_overviews_and_the_baselines_guess
     assert any(c.startswith("Measured in your own quick demo: ") for c in texts(app.caption))
     open_page(app, "fp32_baseline")
     question = next(m for m in texts(app.markdown) if "How many images per second" in m)
-    assert "at the quick demo's settings: batch 128, 5,000 synthetic images held in memory" in question
+    assert "in the quick demo (batch 128, 5,000 synthetic images in memory)" in question
     next(b for b in app.button if b.label == "Lock in my guess").click().run()
     assert any(f"measured: **{fp32.steady_images_per_s:.0f} images/s**" in m for m in texts(app.markdown))
     guesses = {g.question_key: g for g in server_bundle.guesses().of(learner)}

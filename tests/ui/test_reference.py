@@ -67,16 +67,22 @@ def test_no_index_means_no_references(tmp_path):
     assert load_references(tmp_path) == []
 
 
-def test_the_gpu_ladder_comes_first_and_each_device_shows_its_newest(tmp_path):
-    """Issue 24: once the kit's ladder is committed (reference/ladder-cuda-<date>.json) it is the GPU reference,
-    shown before the CPU's; an older ladder of the same device and an unreadable file are not shown."""
+def test_a_ladder_answers_only_for_its_class_of_machine_the_newest_of_that_class(tmp_path):
+    """Issue 32: the ladder is filtered by machine class like every other reference; an older ladder of the same
+    class, one that does not say its machine, and an unreadable file are not shown."""
     recorded = json.loads(next(REFERENCE_DIR.glob("ladder-cpu-*.json")).read_text())
-    for name, device in (("ladder-cpu-2026-11-01.json", "cpu"), ("ladder-cpu-2026-12-02.json", "cpu"),
-                         ("ladder-cuda-2026-12-03.json", "cuda")):
-        (tmp_path / name).write_text(json.dumps({**recorded, "device": device}))
+    avx512 = {"device_type": "cpu", "device_name": "AMD EPYC", "cpu_flags": ["avx512f", "avx512_bf16"]}
+    amx = {"device_type": "cpu", "device_name": "Xeon", "cpu_flags": ["amx_tile", "amx_bf16"]}
+    h200 = {"device_type": "cuda", "device_name": "NVIDIA H200", "cpu_flags": []}
+    for name, environment in (("ladder-cpu-2026-11-01.json", avx512), ("ladder-cpu-2026-12-02.json", avx512),
+                              ("ladder-cpu-2026-12-03.json", amx), ("ladder-cuda-2026-12-03.json", h200),
+                              ("ladder-cpu-2026-12-05.json", None)):
+        (tmp_path / name).write_text(json.dumps({**recorded, "environment": environment}))
     (tmp_path / "ladder-cuda-2026-12-04.json").write_text("{not json")
-    assert [ladder["file"] for ladder in newest_ladders(tmp_path)] == [
-        "ladder-cuda-2026-12-03.json", "ladder-cpu-2026-12-02.json"]
+    assert [ladder["file"] for ladder in newest_ladders(tmp_path, like=avx512)] == ["ladder-cpu-2026-12-02.json"]
+    assert [ladder["file"] for ladder in newest_ladders(tmp_path, like=h200)] == ["ladder-cuda-2026-12-03.json"]
+    no_bf16 = {"device_type": "cpu", "device_name": "old", "cpu_flags": []}
+    assert newest_ladders(tmp_path, like=no_bf16) == []
 
 
 def test_a_ladder_caption_counts_the_rounds_that_ran_not_those_planned():
