@@ -20,6 +20,8 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
+
 from server.batch_probe import probe_max_batch
 from server.devices import Slot, server_slots
 from server.estimate import estimate_run_seconds
@@ -34,7 +36,7 @@ from trainer.comparison_table import format_seconds
 from trainer.config import RunConfig
 from trainer.errors import ConfigError, TrainerError, one_line
 from trainer.isolated import PrestartedRunner, RunOutcome
-from trainer.peaks import DevicePeaks, forget
+from trainer.peaks import DevicePeaks, device_key, forget, stored_peaks
 from trainer.progress import Progress
 from trainer.results import RunResult
 
@@ -404,7 +406,10 @@ class JobManager:
         """This worker's device's peak rates into the server's cache, in a fresh process pinned as its jobs are
         (trainer/peaks.py; it returns at once when the cache has them). A failure is logged: the runs then measure
         the peaks themselves after training, as the command line does."""
-        args = ["-m", "trainer.peaks", "--cache", str(self.settings.peaks_cache_path), "--device", self.device_type]
+        cache = self.settings.peaks_cache_path
+        if self.device_type == "cpu" and device_key(torch.device("cpu")) in {p.key for p in stored_peaks(cache)}:
+            return  # this CPU is in the cache already (a GPU's name would need CUDA here: its child asks instead)
+        args = ["-m", "trainer.peaks", "--cache", str(cache), "--device", self.device_type]
         try:
             measured = DevicePeaks.from_dict(run_python_json(args, timeout_s=PEAKS_TIMEOUT_S, env=dict(slot.env)))
         except TrainerError as err:

@@ -30,6 +30,10 @@ SETTINGS_HELP = {
     "max_subset": ("AMP_LAB_MAX_SUBSET", "most training images per run; empty or 'none' = the whole split"),
     "data_root": ("AMP_LAB_DATA_ROOT", "folder holding (or receiving) the CIFAR-10 download"),
     "state_dir": ("AMP_LAB_STATE_DIR", "folder for the job history (history.sqlite3)"),
+    "peaks_cache": (
+        "AMP_LAB_PEAKS_CACHE",
+        "file of this server's measured device peaks; empty = device-peaks.json in the state folder",
+    ),
     "device": ("AMP_LAB_DEVICE", "device the jobs run on: auto (CUDA if present), cuda or cpu"),
     "gpus": (
         "AMP_LAB_GPUS",
@@ -64,7 +68,8 @@ SETTINGS_HELP = {
     ),
 }
 TEXT_SETTINGS = (
-    "data_root", "state_dir", "device", "presets", "instructor_password", "instructor_emails", "ray_address"
+    "data_root", "state_dir", "peaks_cache", "device", "presets", "instructor_password", "instructor_emails",
+    "ray_address",
 )
 OPTIONAL_SETTINGS = ("max_queued_total", "max_subset")  # None = no limit
 BOOL_SETTINGS = ("class_mode", "ask_names")
@@ -96,6 +101,7 @@ class Settings:
     silent_run_limit_s: int = 900
     class_mode: bool = True  # server/kinds.py: which kinds of job learners may queue, and how many each
     ask_names: bool = False  # ask each new learner for a name, for the roster
+    peaks_cache: str = ""  # empty: device-peaks.json in the state folder
 
     def __post_init__(self) -> None:
         _whole("max_epochs", self.max_epochs, 1, MAX_EPOCHS)
@@ -158,7 +164,7 @@ class Settings:
     @property
     def peaks_cache_path(self) -> Path:
         """This server's measured device peaks (trainer/peaks.py), one entry per device and torch build."""
-        return Path(self.state_dir).expanduser() / "device-peaks.json"
+        return Path(self.peaks_cache or Path(self.state_dir) / "device-peaks.json").expanduser()
 
     def describe(self) -> list[tuple[str, str, object, str]]:
         """Rows of (setting, environment variable, current value, meaning) for the README and the app."""

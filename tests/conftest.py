@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+PEAKS_CACHE_VAR = "AMP_LAB_PEAKS_CACHE"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def one_peaks_cache_for_the_session(tmp_path_factory):
+    """Every server the tests start measures this machine's peaks (trainer/peaks.py, about 16 s on 2 cores) into
+    one file shared by the whole session, as a class server keeps them: measured once, then read."""
+    previous = os.environ.get(PEAKS_CACHE_VAR)
+    os.environ[PEAKS_CACHE_VAR] = str(tmp_path_factory.mktemp("peaks") / "device-peaks.json")
+    yield os.environ[PEAKS_CACHE_VAR]
+    if previous is None:
+        os.environ.pop(PEAKS_CACHE_VAR)
+    else:
+        os.environ[PEAKS_CACHE_VAR] = previous
+
 
 CIFAR10_LABEL_NAMES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 

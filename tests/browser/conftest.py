@@ -141,7 +141,8 @@ def serve(tmp_dir: Path, env_extra: dict | None = None, script: Path | None = No
     log_path = tmp_dir / "streamlit.log"
     # The instructor's limits of the outer shell must not leak in: the tests expect the defaults.
     env = {key: value for key, value in os.environ.items() if not key.startswith("AMP_LAB_")}
-    env.update(AMP_LAB_STATE_DIR=str(state_dir), AMP_LAB_DATA_ROOT=str(data_root), AMP_LAB_CLASS_MODE="off")
+    env.update(AMP_LAB_STATE_DIR=str(state_dir), AMP_LAB_DATA_ROOT=str(data_root), AMP_LAB_CLASS_MODE="off",
+               AMP_LAB_PEAKS_CACHE=os.environ["AMP_LAB_PEAKS_CACHE"])  # the session's (tests/conftest.py)
     env.update(env_extra or {})
     port = _free_port()
     url = f"http://127.0.0.1:{port}"

@@ -121,6 +121,7 @@ def test_describe_lists_every_setting_with_its_variable():
         "max_subset",
         "data_root",
         "state_dir",
+        "peaks_cache",
         "device",
         "presets",
         "silent_run_limit_s",
