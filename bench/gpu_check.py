@@ -40,11 +40,11 @@ from bench.cuda_only import gpu_test_files, read_log
 from bench.gpu_env import nvml_facts
 from bench.kit_reference import FOLDER as REFERENCE_FOLDER
 from bench.kit_reference import KitReference, write_references
-from bench.run_bench import Row, bench_configs, format_table, format_targets, resolve_modes
+from bench.run_bench import BENCH_LOADERS, Row, bench_configs, format_table, format_targets, resolve_modes
 from server.batch_probe import PROBE_CEILING, PROBE_START, probe_max_batch
 from server.offer import QUICK_DEMO
 from trainer.child_process import REPO_ROOT, ChildProcessError
-from trainer.config import AMP_PRECISIONS, LOADERS, PRECISIONS, RunConfig
+from trainer.config import AMP_PRECISIONS, PRECISIONS, RunConfig
 from trainer.errors import CancelledError, TrainerError, one_line
 from trainer.isolated import run_isolated
 from trainer.results import MEMORY_LABELS, RunResult, compare
@@ -218,7 +218,7 @@ def make_plan(quick: bool, device_type: str) -> Plan:
         probe_precisions=("amp-fp16",), breakdown_precisions=("fp32", amp), breakdown_batches=(8, 32),
         bench_args=("--batch-size", "64", "--subset", "384", "--epochs", "1", "--repeats", "1", "--workers", "2",
                     "--test-subset", "32"),
-        bench_modes=None if on_gpu else ("fp32",), bench_loaders=LOADERS,
+        bench_modes=None if on_gpu else ("fp32",), bench_loaders=BENCH_LOADERS,
         app_amp=amp, app_subset=64, app_epochs=1, app_batch_size=32, profile_steps=2,
         ladder_args=("--quick", "--repeats", "1"), ladder_tail_s=90.0,  # a compiled run on 2 busy cores
     )
