@@ -10,14 +10,13 @@ from dataclasses import dataclass
 
 from trainer.comparison_table import MEMORY_SHORT_NAMES, headline_memory
 from trainer.results import RunResult, SpeedupInterval, compare, median_pair, speedup_interval, split_pairs
-from trainer.timing_quality import is_noisy
+from trainer.timing_quality import MIN_STEPS_TO_TIME, is_noisy
 
 # A speedup below this (5%) is within what run-to-run noise does on a shared machine: "little" or "no gain".
 PAYS_OFF_SPEEDUP = 1.05
 DATA_BOUND_SHARE = 0.5  # waiting for data at least half the time: the pipeline, not arithmetic, bounds the run
 DATA_NOTICEABLE_SHARE = 0.2  # a fifth or more: compute bounds the run, but the pipeline costs a noticeable part
 ACCURACY_DROP = 0.05  # a fall of more than 5 accuracy points is worth a warning
-MIN_STEPS_TO_TIME = 30  # runs shorter than this are mostly warm-up
 # Settings that must match for a comparison to be about precision alone.
 LIKE_FOR_LIKE = (
     "epochs", "batch_size", "data", "subset", "loader", "width", "channels_last", "device", "tune_host_malloc",

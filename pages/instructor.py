@@ -166,8 +166,11 @@ if plan is not None:
     for sentence in plan.describe():
         st.markdown(sentence)
     st.code(plan.presets, language=None)
-    if st.button("Apply as presets for every learner", disabled=not plan.fits):
+    label = "Apply as presets and caps for every learner" if plan.caps else "Apply as presets for every learner"
+    if st.button(label, disabled=not plan.fits):
         server_bundle.console().set_presets(plan.presets)
+        if plan.caps:
+            server_bundle.console().set_kinds(plan.kind_rules(offer.kinds))
         st.rerun()
 
 st.subheader("Presets")

@@ -8,8 +8,8 @@ import statistics
 from server.history import HistoryStore, RunTiming
 from server.records import JobSpec
 from trainer.capabilities import DeviceFacts, mode_support
-from trainer.config import MAX_EPOCHS, WORKER_LOADERS, RunConfig
-from trainer.environment import cpu_has_amx
+from trainer.config import FAILURE_PRECISIONS, MAX_EPOCHS, WORKER_LOADERS, RunConfig
+from trainer.environment import cpu_flags, cpu_has_amx
 
 TRAIN_SPLIT_IMAGES = 50_000  # CIFAR-10 and the synthetic stand-in have the same split sizes
 RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
@@ -18,11 +18,12 @@ RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
 # point for a server with no history yet: real hardware can differ several times over.
 # "cpu-amx": a 2-core AMX Xeon at batch 256 with the trainer's tuned malloc (bench/results, and 45 images/s for
 # amp-fp16 from `python -m trainer run`). "cpu": a 2-core AVX2-only EPYC at batch 64 (README, "Timing quality"),
-# where bf16 is emulated and amp-fp16 gave 13 images/s with other processes on 72% of the cores; CPUs with
-# AVX512-BF16 but no AMX were not measured and get this slower row, so their estimates err long.
+# where bf16 is emulated and amp-fp16 gave 13 images/s with other processes on 72% of the cores. "cpu-bf16": a 2-core
+# EPYC with AVX-512 bf16 and no AMX, quiet, `python -m trainer run` with resident data at batch 256 (2026-12-06).
 # CUDA figures are rough guesses for a recent GPU.
 COARSE_IMAGES_PER_S = {
     "cpu-amx": {"fp32": 2800.0, "amp-bf16": 3900.0, "amp-fp16": 45.0},
+    "cpu-bf16": {"fp32": 2100.0, "amp-bf16": 3200.0, "amp-fp16": 68.0},
     "cpu": {"fp32": 1000.0, "amp-bf16": 63.0, "amp-fp16": 13.0},
     "cuda": {"fp32": 100_000.0, "tf32": 120_000.0, "amp-fp16": 150_000.0, "amp-bf16": 150_000.0},
 }
@@ -93,6 +94,8 @@ def coarse_column(precision: str, device_type: str) -> str:
     TF32); on the recent GPU of the "cuda" row fp32-default runs the convolutions, nearly all of this CNN's work, in
     TF32 as PyTorch's defaults do, so it reads the tf32 figure where the row has one."""
     facts = COARSE_GPU if device_type == "cuda" else DeviceFacts(device_type)
+    # The deliberate failures compute as amp-fp16 does, less one safeguard: estimated as it (till the history has them).
+    precision = "amp-fp16" if precision in FAILURE_PRECISIONS else precision
     column = mode_support(facts).same_as.get(precision, precision)
     if column == "fp32-default":
         column = "tf32" if "tf32" in COARSE_IMAGES_PER_S.get(_coarse_row(device_type), {}) else "fp32"
@@ -101,7 +104,9 @@ def coarse_column(precision: str, device_type: str) -> str:
 
 def _coarse_row(device_type: str) -> str:
     """Which row of the coarse table fits this machine: a CPU's bf16 speed hangs on its AMX units."""
-    return "cpu-amx" if device_type == "cpu" and cpu_has_amx() else device_type
+    if device_type != "cpu":
+        return device_type
+    return "cpu-amx" if cpu_has_amx() else "cpu-bf16" if "avx512_bf16" in cpu_flags() else "cpu"
 
 
 def trained_epochs(config: RunConfig, per_epoch_s: float) -> int:

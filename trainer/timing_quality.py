@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import psutil
 
+MIN_STEPS_TO_TIME = 30  # a run shorter than this is mostly warm-up: its speedup is not a measurement (one place)
 MIN_INTERVALS = 8  # throughput samples a run should have after warm-up; short runs sample more often than log_every
 MIN_INTERVALS_FOR_CV = 3  # fewer than this and the spread is not measured
 # Measured on the project's 2-core CPU (README, "Timing quality"): quiet runs had other processes at 0-3.5% of the

@@ -131,7 +131,12 @@ def test_a_cpu_without_amx_gets_the_slower_measured_bf16_row(monkeypatch):
     monkeypatch.setattr(estimate, "cpu_has_amx", lambda: True)
     assert coarse_run_seconds(bf16, "cpu") < coarse_run_seconds(fp32, "cpu")  # AMX: bf16 faster than fp32
     monkeypatch.setattr(estimate, "cpu_has_amx", lambda: False)
+    monkeypatch.setattr(estimate, "cpu_flags", lambda: [])
     assert coarse_run_seconds(bf16, "cpu") > 5 * coarse_run_seconds(fp32, "cpu")  # emulated bf16: far slower
+    monkeypatch.setattr(estimate, "cpu_flags", lambda: ["avx512f", "avx512_bf16"])  # bf16 instructions, no AMX
+    assert coarse_run_seconds(bf16, "cpu") < coarse_run_seconds(fp32, "cpu")
+    fp16 = RunConfig(epochs=1, subset=10_000, loader="resident", precision="amp-fp16-unscaled")
+    assert coarse_run_seconds(fp16, "cpu") > 10 * coarse_run_seconds(fp32, "cpu")  # a failure runs as amp-fp16
 
 
 def test_a_repeated_comparison_counts_every_pair(store):
