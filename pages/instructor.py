@@ -81,7 +81,8 @@ def live_queue() -> None:
             )
             if view.status == "running":
                 fraction, progress = jobs.progress_line(view)
-                text.progress(fraction, text=f"{progress} · ends in {about(view.remaining_s)}")
+                ends = "" if view.remaining_s is None else f" · ends in {about(view.remaining_s)}"
+                text.progress(fraction, text=f"{progress}{ends}")
             if view.cancel_requested:
                 button.caption("Cancelling...")
             elif button.button("Cancel", key=f"instructor-cancel-{view.id}"):
@@ -215,7 +216,8 @@ with st.form("kinds"):
                                        value=rule.per_learner or 0, key=f"kind-cap-{purpose}",
                                        label_visibility="collapsed")
         seconds = jobs.estimate(starting[purpose]) if purpose in starting else None
-        cost.caption(f"{about(seconds)} each" if purpose in starting else "over a limit here")
+        cost.caption("over a limit here" if purpose not in starting else "no estimate yet" if seconds is None
+                     else f"{about(seconds)} each")
         rules[purpose] = KindRule(enabled, per_learner or None)
     save, fresh, back = st.columns(3)
     if save.form_submit_button("Save for the class", type="primary"):

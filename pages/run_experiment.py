@@ -133,7 +133,8 @@ ahead, _ = manager.wait_for_new_job(learner_id)  # other learners' jobs, waiting
 queue_note = "" if ahead == 0 else (f" {ahead} job{'s' if ahead > 1 else ''} of other learners "
                                     f"{'are' if ahead > 1 else 'is'} ahead of yours in the queue.")
 runs_named = "both runs" if len(spec.runs) == 2 else f"all {len(spec.runs)} runs ({pairs_name(request.repeats)})"
-st.info(f"**Estimated time for {runs_named}:** {about(estimate)}, start-up and accuracy check included.{queue_note}")
+st.info(f"**Estimated time for {runs_named}:** " + ("none yet: nothing like it has run on this server" if estimate is None
+        else f"{about(estimate)}, start-up and accuracy check included") + f".{queue_note}")
 
 # Guess first, then run: the answer is the speedup of the first comparison queued after the guess was locked.
 answered_by = jobs.comparison_since(jobs.my_jobs(), locked_at("run-speedup"))

@@ -107,7 +107,9 @@ def queue_button(label: str, spec: JobSpec, remember_as: str | None = None, *, p
     if refused:
         st.caption(refused[:1].upper() + refused[1:] + ".")
     else:
-        st.caption(f"On this server it should take {about(estimate(spec))} once it starts.")
+        seconds = estimate(spec)
+        st.caption("How long it takes here is not known yet: nothing like it has run on this server." if seconds is None
+                   else f"On this server it should take {about(seconds)} once it starts.")
     if st.button(label, type="primary" if primary else "secondary", disabled=bool(refused)):
         return submit(spec, remember_as)
     return None

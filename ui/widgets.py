@@ -160,6 +160,7 @@ def queue_caption(views: Sequence[JobView], slots: Sequence[Slot], wait_s: float
                 f"{waiting} waiting.")
     workers = ", ".join(slot.label for slot in slots)
     start = ("the queue is paused, so a job submitted now starts only once you resume it" if paused else
+             "when a job submitted now would start cannot be estimated yet" if wait_s is None else
              f"a job submitted now would start in {about(wait_s)}")
     return (f"This server has {len(slots)} worker{'s' if len(slots) != 1 else ''} ({workers}): "
             f"{running} job{'s' if running != 1 else ''} running now, {waiting} waiting; {start}.")
@@ -324,9 +325,10 @@ def ladder_panel() -> None:
         return
     for number, report in enumerate(ladders):
         st.altair_chart(ladder_chart(report), width="stretch", key=f"ladder-{number}")
-        st.table([{"rung": rung["name"], "images/s": None if rung["images_per_s"] is None else
-                       round(rung["images_per_s"]), "x the lab's loop": None if not rung["speedup_vs_lab"] else
-                       round(rung["speedup_vs_lab"]["median"], 2), "accuracy": None if rung["test_accuracy"] is None
+        # Text cells: a column with a missing value is a float column, which st.table prints as "2,460.0000".
+        st.table([{"rung": rung["name"], "images/s": "" if rung["images_per_s"] is None else
+                       f"{rung['images_per_s']:,.0f}", "x the lab's loop": "" if not rung["speedup_vs_lab"] else
+                       f"{rung['speedup_vs_lab']['median']:.2f}x", "accuracy": "" if rung["test_accuracy"] is None
                        else f"{rung['test_accuracy']:.1%}", "noisy runs": rung.get("noisy_runs", 0),
                        "not run because": rung["why_not"] or ""}
                       for rung in report["rungs"]], hide_index=True)

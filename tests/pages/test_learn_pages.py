@@ -505,7 +505,8 @@ def test_when_amp_pays_shows_the_recorded_ladder_with_each_rung_and_why_one_did_
     open_page(app, "when_amp_pays")
     assert any("The ladder to the fastest lab run" in chart.proto.spec for chart in charts(app))
     rungs = next(f.value for f in app.table if "rung" in f.value.columns).set_index("rung")
-    assert rungs.loc["the lab's loop", "x the lab's loop"] == 1.0
+    assert rungs.loc["the lab's loop", "x the lab's loop"] == "1.00x"
+    assert rungs.loc["the lab's loop", "images/s"] == "1,186" and rungs.loc["CUDA graphs", "images/s"] == ""
     assert rungs.loc["CUDA graphs", "not run because"].startswith("CUDA graphs record GPU kernel launches")
     assert any(c.startswith("Recorded on ") and "a quick ladder" in c for c in texts(app.caption))
 
