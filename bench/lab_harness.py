@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {name} | {', '.join(f'{v:.2f}' for v in values)} | {medians[name]:.2f} |")
     verdict = "met" if abs(ratio - 1) <= TARGET else "not met"
     print(f"\ntrainer / lab script: {ratio:.3f} (target: within {TARGET:.0%}: {verdict})")
-    path = Path(args.json or REPO_ROOT / "bench" / "results" / f"lab-harness-{args.device}-{time.strftime('%Y-%m-%d')}.json")
+    default = REPO_ROOT / "bench" / "results" / f"lab-harness-{args.device}-{time.strftime('%Y-%m-%d')}.json"
+    path = Path(args.json or default)
     path.write_text(json.dumps({"command": " ".join(["python -m bench.lab_harness", *(argv or sys.argv[1:])]),
                                 "settings": vars(args), "seconds": times, "medians": medians, "ratio": ratio,
                                 "target": TARGET, "verdict": verdict,

@@ -2,7 +2,8 @@
 own loop in the same harness.
 
 Rungs, each adding to the one before: the lab's loop (fp32 as PyTorch defaults it, in the lab's own harness: its
-DataLoader forked each epoch, a sync every step) -> data held on the device (no DataLoader, no sync per step) -> AMP (fp16 on a GPU, as the lab; bf16 on a CPU, where fp16 is tens of times slower) -> channels_last ->
+DataLoader forked each epoch, a sync every step) -> data held on the device (no DataLoader, no sync per step) ->
+AMP (fp16 on a GPU, as the lab; bf16 on a CPU, where fp16 is tens of times slower) -> channels_last ->
 torch.compile (its compile time reported apart) -> CUDA graphs (torch.compile's reduce-overhead mode; GPU only) ->
 the largest batch that still trains to the lab's accuracy (the learning rate scaled with the batch).
 

@@ -206,7 +206,8 @@ def roofline_sentence(steps: dict[str, list[RooflinePoint]]) -> str:
     """What the rows add up to, from the rows alone: each mode's step at these peaks, the best AMP can do against
     fp32 as the lab ran it (strict fp32 where the device has no TF32), and the layer that gains the most."""
     totals = {mode: step_s(points) for mode, points in steps.items()}
-    said = ", ".join(f"**{duration(total)}** {'under' if mode == AMP else 'in'} {mode}" for mode, total in totals.items())
+    said = ", ".join(f"**{duration(total)}** {'under' if mode == AMP else 'in'} {mode}"
+                     for mode, total in totals.items())
     baseline = LAB_FP32 if LAB_FP32 in steps else next(iter(steps))
     sentence = f"Layer by layer at these peaks, a step could take {said}"
     if AMP not in steps:

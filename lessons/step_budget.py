@@ -145,7 +145,8 @@ def peaks_provenance(peaks: DevicePeaks, device_name: str) -> str:
     under what load they were measured, and the published peaks or why there are none."""
     rates = ", ".join(f"{dtype} {tflops:,.3g}" + (f" (at {peaks.matmul_sides[dtype]})" if dtype in peaks.matmul_sides
                                                   else "") for dtype, tflops in peaks.matmul_tflops.items())
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(peaks.measured_at)) if peaks.measured_at else "an unknown day"
+    when = (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(peaks.measured_at)) if peaks.measured_at
+            else "an unknown day")
     load = peaks.load or {}
     busy = ("" if "other_cpu_share" not in load else f", other processes using {load['other_cpu_share']:.0%} of "
             f"the {load['cores']} CPU cores (load average {load['load_avg_1min']:.1f})")
@@ -250,7 +251,8 @@ class LabStep:
             f"layers. The lab measured **{duration(self.step_s)}** a step in fp32 ({measured[0]:.0f} s over its "
             f"{LAB_STEPS} steps), in fp32 as PyTorch defaults it: on an Ampere-or-newer GPU, convolutions in "
             f"{lab_modes.conv.upper()} and linear layers in {'strict fp32' if lab_modes.linear == 'fp32' else 'TF32'}. "
-            f"At an {self.variant}'s published dense peaks that arithmetic takes **{duration(self.arithmetic_s[LAB_FP32])}**"
+            f"At an {self.variant}'s published dense peaks that arithmetic takes "
+            f"**{duration(self.arithmetic_s[LAB_FP32])}**"
             f" (strict fp32: {duration(self.arithmetic_s['strict fp32'])}; TF32 everywhere: "
             f"{duration(self.arithmetic_s['TF32'])}; AMP's bf16: {duration(self.arithmetic_s[AMP])}). With each "
             f"layer's bytes as well (the roofline below), the step could take {duration(lab)} as the lab ran it and "

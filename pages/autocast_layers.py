@@ -129,12 +129,12 @@ input**. These lists belong to the device and the torch version: this is {device
         st.table(rows, hide_index=True)  # wraps at 800 px, where a grid hid its last columns
         if device == "cpu":
             st.caption(
-                "The last column is read from this torch's dispatcher, which needs no GPU (which of CUDA's lists a rule "
-                "belongs to beyond the 16-bit one, from the docs' promote list). On CUDA the rules cast the matrix "
-                "products to fp16, most other ops (softmax, exp, log, sum, the norms, the losses) to fp32, and run "
-                "a few with mixed inputs (addcmul) in the widest of them: on a CPU most of those ops run in bf16 once "
-                "their input is bf16. cross_entropy has no CUDA rule of its own, yet comes out fp32 there, because it "
-                "is built from log_softmax and nll_loss, which do."
+                "The last column is read from this torch's dispatcher, which needs no GPU (which of CUDA's lists a "
+                "rule belongs to beyond the 16-bit one, from the docs' promote list). On CUDA the rules cast the "
+                "matrix products to fp16, most other ops (softmax, exp, log, sum, the norms, the losses) to fp32, and "
+                "run a few with mixed inputs (addcmul) in the widest of them: on a CPU most of those ops run in bf16 "
+                "once their input is bf16. cross_entropy has no CUDA rule of its own, yet comes out fp32 there, "
+                "because it is built from log_softmax and nll_loss, which do."
             )
 
 amp_traces = [t for t in traces if t["mode"].startswith("amp-")]

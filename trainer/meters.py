@@ -102,37 +102,51 @@ class LossMeter(Meter):
 
 
 class ScaleTracker(Meter):
-    """The GradScaler's loss scale after every update. Dynamic scaling lowers the scale only when a step's
-    gradients overflowed, and then the optimizer step was skipped, so a drop marks a skipped step.
+    """The GradScaler's loss scale after every update, and the steps it skipped, with no device work per step.
 
-    The scales stay on the device until `flush()`, at log points: a `get_scale()` per step would add a host-device
-    sync to every fp16 step.
+    GradScaler.step() already waits for the overflow check on the host and calls the optimizer's step only when
+    the gradients were finite, so a hook on the optimizer's step tells each step's fate for free; the scale then
+    follows GradScaler's documented rule (halve after a skipped step, grow after growth_interval good ones in a
+    row). At `flush()` (log points, where the loop syncs anyway) the rule's scale is checked against the scaler's
+    own, and the scaler's wins where they differ.
     """
 
-    def __init__(self, scaler: torch.amp.GradScaler):
+    def __init__(self, scaler: torch.amp.GradScaler, optimizer: torch.optim.Optimizer):
         self._scaler = scaler
         self.enabled = scaler.is_enabled()
         self._scale = scaler.get_scale() if self.enabled else None  # no sync: nothing is scaled yet
-        self._pending: list[tuple[int, torch.Tensor]] = []
+        self._good_steps, self._stepped = 0, False
+        self._pending: list[tuple[int, float]] = []
         self.history: list[dict] = []  # {"step", "scale"}
         self.skipped: list[int] = []
+        if self.enabled:
+            optimizer.register_step_post_hook(self._optimizer_stepped)
+
+    def _optimizer_stepped(self, optimizer, args, kwargs) -> None:
+        self._stepped = True
 
     def after_update(self, step: int) -> None:
+        """After scaler.update(): the step's fate and the scale it left, on the host."""
         if not self.enabled:
             return
-        # A copy, because update() changes the scale tensor in place.
-        self._pending.append((step, self._scaler._get_scale_async().clone()))
+        if self._stepped:
+            self._good_steps += 1
+            if self._good_steps == self._scaler.get_growth_interval():
+                self._scale, self._good_steps = self._scale * self._scaler.get_growth_factor(), 0
+        else:
+            self._scale, self._good_steps = self._scale * self._scaler.get_backoff_factor(), 0
+            self.skipped.append(step)
+        self._pending.append((step, self._scale))
+        self._stepped = False
 
     def flush(self) -> None:
-        """Read the scales recorded since the last flush into `history` and `skipped` (one sync)."""
+        """Move the scales since the last flush into `history`, the last one checked against the scaler's (a sync)."""
         if not self._pending:
             return
-        scales = torch.cat([scale.reshape(1) for _, scale in self._pending]).tolist()
-        for (step, _), scale in zip(self._pending, scales):
-            self.history.append({"step": step, "scale": scale})
-            if scale < self._scale:
-                self.skipped.append(step)
-            self._scale = scale
+        actual = self._scaler.get_scale()
+        if actual != self._scale:  # a rule this torch does not follow: its own scale from here on
+            self._pending[-1], self._scale = (self._pending[-1][0], actual), actual
+        self.history.extend({"step": step, "scale": scale} for step, scale in self._pending)
         self._pending.clear()
 
     def record(self, at: Position, loss: torch.Tensor) -> None:

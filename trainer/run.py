@@ -102,7 +102,7 @@ def _set_up(config: RunConfig, device, policy: PrecisionPolicy, train_split: Ima
             raise UnsupportedModeError("compile_mode reduce-overhead records CUDA graphs: it needs a CUDA GPU")
         model = torch.compile(model, mode=config.compile_mode)  # compiled at the first step, inside the warm-up
     scaler = policy.make_scaler()
-    scales = ScaleTracker(scaler)
+    scales = ScaleTracker(scaler, optimizer)
     updates = UpdateTracker(model.parameters(), config.track_updates, scales)
     parts = StepParts(model, optimizer, nn.CrossEntropyLoss(), policy, scaler, config.loss_factor,
                       updates if config.track_updates else None)

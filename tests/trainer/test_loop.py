@@ -33,7 +33,7 @@ def test_an_overflowing_fp16_step_is_skipped_and_halves_the_scale():
     model = nn.Linear(4, 2)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     scaler = policy.make_scaler()
-    tracker = ScaleTracker(scaler)
+    tracker = ScaleTracker(scaler, optimizer)
     before = model.weight.detach().clone()
     huge = lambda out, _labels: out.float().sum() * 1e35  # noqa: E731 - times the 65536 scale overflows fp32
     train_step(model, torch.ones(2, 4), torch.zeros(2, dtype=torch.long), optimizer, huge, policy, scaler)
@@ -84,7 +84,7 @@ def tiny_run(meter: Meter, sizes=(16, 16, 8), **settings):
     parts = StepParts(model, torch.optim.SGD(model.parameters(), lr=0.1), nn.CrossEntropyLoss(), policy, scaler)
     batches = [(torch.randn(n, 3, 2, 2), torch.randint(0, 3, (n,))) for n in sizes]
     clock = RunClock(config, device, len(batches))
-    meters = Meters(LossMeter(device), [ScaleTracker(scaler), meter], config.log_every)
+    meters = Meters(LossMeter(device), [ScaleTracker(scaler, parts.optimizer), meter], config.log_every)
     reports = []
     train_epochs(parts, batches, clock, meters, Reporter(reports.append, None, config.epochs, config.batch_size))
     return clock, meters, reports
