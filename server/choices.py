@@ -22,6 +22,7 @@ class Choice:
     parse: Callable[[str], object] = str
     format: Callable[[object], str] = field(default=str)
     old_param: str = ""  # the name an earlier version's links used, still read
+    from_preset: bool = False  # the default is the class's preset (server/offer.py), not the page's own
 
     def __post_init__(self) -> None:
         if not self.param:
@@ -43,7 +44,16 @@ def preset(choice: Choice, text: str | None) -> tuple[Choice, str | None]:
         value = text
     if not accepts(choice, value):
         return choice, f"the preset {choice.param}={shown(text)} is not offered here ({describe_allowed(choice)})"
-    return replace(choice, default=value), None
+    return replace(choice, default=value, from_preset=True), None
+
+
+def fallback(choice: Choice) -> object:
+    """What a refused link value falls back to: the class's preset, else the smallest offered value (a mistyped
+    link must not start the most expensive run: all 50,000 images), else the default."""
+    if choice.from_preset:
+        return choice.default
+    numbers = [value for value in choice.allowed if isinstance(value, int) and not isinstance(value, bool)]
+    return min(numbers) if numbers else choice.default
 
 
 def describe_allowed(choice: Choice) -> str:
@@ -63,11 +73,12 @@ def shown(value, limit: int = 40) -> str:
     return "".join("\\" + ch if ch in _MARKDOWN_SPECIALS else ch for ch in text)
 
 
-def refusal(choice: Choice, value, where: str) -> str:
-    """The one-line message for a refused value."""
+def refusal(choice: Choice, value, where: str, instead: object = None) -> str:
+    """The one-line message for a refused value, and what is used `instead` (the default unless said)."""
+    used = choice.default if instead is None else instead
     return (
         f"{choice.label} {shown(value)} {where} is not allowed here: choose {describe_allowed(choice)}. "
-        f"Using {choice.format(choice.default)} instead."
+        f"Using {choice.format(used)} instead."
     )
 
 

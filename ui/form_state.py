@@ -7,9 +7,10 @@ from collections.abc import Sequence
 
 import streamlit as st
 
-from server.choices import Choice, accepts, refusal
+from server.choices import Choice, accepts, fallback, refusal
 
 APPLIED_PARAMS_KEY = "amp_lab_applied_query_params"
+REFUSED_KEY = "amp_lab_refused_link_values"  # widget key -> (the refusal, the value used instead)
 
 
 def start_from(choices: Sequence[Choice], values: dict) -> None:
@@ -35,25 +36,31 @@ def checked_state(choice: Choice) -> object:
 
 
 def apply_query_params(choices: Sequence[Choice]) -> None:
-    """Preset widgets from the address bar (e.g. ?epochs=3&batch_size=128), refusing values out of range.
+    """Preset widgets from the address bar (e.g. ?epochs=3&batch_size=128), refusing values out of range: a refused
+    one falls back to the class's preset or the smallest offered value, and its line stays until the learner
+    changes that setting.
 
     A given address is applied once, so later widget changes are not overwritten by the same link.
     """
     given = {c.param: st.query_params.get(name) for c in choices
              for name in (c.param, c.old_param) if name and name in st.query_params}
-    if not given or st.session_state.get(APPLIED_PARAMS_KEY) == given:
-        return
-    st.session_state[APPLIED_PARAMS_KEY] = given
-    for choice in choices:
-        if choice.param not in given:
-            continue
-        text = given[choice.param]
-        try:
-            value = choice.parse(text)
-        except (TypeError, ValueError):
-            value = text
-        if accepts(choice, value):
-            st.session_state[choice.key] = value
+    refused = st.session_state.setdefault(REFUSED_KEY, {})
+    if given and st.session_state.get(APPLIED_PARAMS_KEY) != given:
+        st.session_state[APPLIED_PARAMS_KEY] = given
+        for choice in (choice for choice in choices if choice.param in given):
+            text = given[choice.param]
+            try:
+                value = choice.parse(text)
+            except (TypeError, ValueError):
+                value = text
+            if accepts(choice, value):
+                st.session_state[choice.key] = value
+            else:
+                instead = fallback(choice)
+                refused[choice.key] = (refusal(choice, text, "in the address", instead), instead)
+                st.session_state[choice.key] = instead
+    for key, (message, instead) in list(refused.items()):
+        if st.session_state.get(key) == instead:
+            st.error(message)
         else:
-            st.error(refusal(choice, text, "in the address"))
-            st.session_state[choice.key] = choice.default
+            del refused[key]  # the learner chose another value: the line has done its work

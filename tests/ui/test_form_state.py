@@ -41,7 +41,7 @@ def test_query_params_preset_a_value_once_and_refuse_bad_ones():
     bad.run()
     assert not bad.exception
     assert bad.error[0].value.startswith("Epochs 'lots' in the address is not allowed here: choose 1 to 20.")
-    assert bad.select_slider(key="run_epochs").value == 5
+    assert bad.select_slider(key="run_epochs").value == 1  # issue 33: the smallest offered, without a preset
 
 
 @pytest.fixture
@@ -67,3 +67,33 @@ def test_a_private_link_opens_the_same_learner_and_a_forged_one_does_not(state_d
     forged = AppTest.from_function(checked_script, default_timeout=60)
     forged.query_params["learner"] = token[:-2] + "xx"
     assert forged.run().markdown[0].value != f"learner {me.id}"
+
+
+def test_a_refused_link_value_falls_back_to_the_cheapest_or_the_preset_and_its_line_stays_until_changed():
+    """Issue 33: a mistyped ?subset= started all 50,000 images and its warning went at the next click."""
+    from server.choices import Choice, fallback, parse_optional_int, preset
+
+    subset = Choice("run_subset", "Training images", (256, 1024, 5000, None), None, "subset", parse_optional_int)
+    assert fallback(subset) == 256  # the smallest offered, not the default's whole split
+    assert fallback(preset(subset, "1024")[0]) == 1024  # the class's preset where there is one
+
+    def page():
+        import streamlit as st
+
+        from server.choices import Choice, parse_optional_int
+        from ui import form_state
+
+        choice = Choice("run_subset", "Training images", (256, 1024, 5000, None), None, "subset", parse_optional_int)
+        form_state.apply_query_params([choice])
+        st.selectbox("Training images", choice.allowed, key=choice.key)
+
+    at = AppTest.from_function(page)
+    at.query_params["subset"] = "4096"
+    at.run()
+    assert at.session_state["run_subset"] == 256
+    line = "Training images '4096' in the address is not allowed here: choose 256, 1024, 5000, None. Using 256 instead."
+    assert [e.value for e in at.error] == [line]
+    at.run()  # another click: the line stays while the fallback does
+    assert [e.value for e in at.error] == [line]
+    at.selectbox(key="run_subset").set_value(1024).run()
+    assert len(at.error) == 0  # changed by the learner: the line has done its work
