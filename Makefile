@@ -1,5 +1,5 @@
 # Two commands for a fresh machine with Python 3.11 (pip and venv included):
-#   make run     create .venv if needed, install requirements.txt if it changed, start the app
+#   make run     create .venv if needed, install requirements.txt (and requirements-test.txt) if changed, start the app
 #                (make run ADDRESS=0.0.0.0 PORT=8080 to serve a class)
 #   make test    same set-up plus requirements-cluster.txt (Ray) and requirements-auth.txt (OIDC sign-in), then
 #                the import layers, unit tests, app tests, the GPU kit's quick CPU run and the browser tests;
@@ -24,6 +24,8 @@ PY := $(VENV)/bin/python
 PYTEST := $(PY) -m pytest
 # The requirements last installed into the venv: pip runs again only when requirements.txt differs from it.
 INSTALLED := $(VENV)/.installed-requirements.txt
+# The same for the tests' tools (pytest, Playwright, import-linter), which the container image leaves out.
+INSTALLED_TEST := $(VENV)/.installed-requirements-test.txt
 # The same for the optional Ray engine, which only `make test` installs (so CI tests the Ray runner).
 INSTALLED_CLUSTER := $(VENV)/.installed-requirements-cluster.txt
 # The same for the optional sign-in stack (Authlib, httpx2), which only `make test` installs (so CI tests st.login).
@@ -89,7 +91,8 @@ define install_once
 endef
 
 install: $(PY)
-	$(call install_once,requirements.txt,$(INSTALLED),the app and its tests; the first time takes minutes: torch is large)
+	$(call install_once,requirements.txt,$(INSTALLED),the app; the first time takes minutes: torch is large)
+	$(call install_once,requirements-test.txt,$(INSTALLED_TEST),the tests' tools: pytest and Playwright and import-linter)
 
 install-cluster: install
 	$(call install_once,requirements-cluster.txt,$(INSTALLED_CLUSTER),Ray)
