@@ -21,8 +21,23 @@ for name, value in SERVER_ENVIRONMENT.items():
 from streamlit.runtime.pages_manager import PagesManager  # noqa: E402 (after the environment above)
 from streamlit.web import cli  # noqa: E402
 
+from server.history import HistoryStore  # noqa: E402
+from server.settings import Settings  # noqa: E402
+from trainer.errors import TrainerError  # noqa: E402
+
 APP = Path(__file__).resolve().parent / "app.py"
 
+
+def open_state() -> None:
+    """Open the state folder before serving: an older schema is upgraded now (after a copy), not in a learner's first
+    page, and a newer or foreign one, or settings that are wrong, stop the server with their one line."""
+    try:
+        HistoryStore(Settings.from_env().history_path)
+    except TrainerError as err:
+        sys.exit(f"amp-lab: {err}")
+
+
 if __name__ == "__main__":
+    open_state()
     PagesManager.uses_pages_directory = False  # app.py's st.navigation lists the pages; never serve the folder
     cli.main(["run", str(APP), *sys.argv[1:]], prog_name="streamlit")

@@ -19,20 +19,6 @@ from trainer.errors import ConfigError
 MAX_MESSAGE_CHARS = 300
 MESSAGE, PRESETS, KINDS, CLASS_START = "message", "presets", "kinds", "class_start"
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS console (
-    name TEXT PRIMARY KEY,  -- message, presets, kinds or class_start
-    value TEXT NOT NULL     -- as JSON
-)
-"""
-# Before this table, each setting had a one-row table of its own: what each row becomes here.
-_OLD_TABLES = {
-    "class_message": lambda row: {MESSAGE: {"text": row["text"], "set_at": row["set_at"]}},
-    "presets": lambda row: {PRESETS: row["query"]},
-    "kind_policy": lambda row: {KINDS: json.loads(row["rules"]), CLASS_START: row["since"]},
-}
-
-
 @dataclass(frozen=True)
 class ClassMessage:
     text: str
@@ -46,14 +32,6 @@ class ConsoleStore:
         """`started_at`: when this server started (default now), the class's start until the console saves one."""
         self._history = history
         self._started_at = time.time() if started_at is None else started_at
-        with history.connect() as db:
-            db.execute("BEGIN IMMEDIATE")  # one opener at a time makes the table and moves the old rows
-            db.execute(_SCHEMA)
-            tables = {row["name"] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-            for table in tables & set(_OLD_TABLES):
-                for row in db.execute(f"SELECT * FROM {table}").fetchall():
-                    self._write(db, _OLD_TABLES[table](row), replace=False)
-                db.execute(f"DROP TABLE {table}")
 
     def message(self) -> ClassMessage | None:
         """The instructor's message to the class, shown above every page while it is set."""
@@ -115,10 +93,5 @@ class ConsoleStore:
 
     def _set(self, values: dict) -> None:
         with self._history.connect() as db:
-            self._write(db, values)
-
-    @staticmethod
-    def _write(db, values: dict, replace: bool = True) -> None:
-        """Write each setting's value; without `replace`, only where the setting has none yet."""
-        db.executemany(f"INSERT OR {'REPLACE' if replace else 'IGNORE'} INTO console (name, value) VALUES (?, ?)",
-                       [(name, json.dumps(value)) for name, value in values.items()])
+            db.executemany("INSERT OR REPLACE INTO console (name, value) VALUES (?, ?)",
+                           [(name, json.dumps(value)) for name, value in values.items()])

@@ -5,28 +5,11 @@ shown: a measured speedup, a count of underflowing gradients)."""
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 
 from server.history import HistoryStore
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS guesses (
-    learner_id TEXT NOT NULL,
-    question_key TEXT NOT NULL,   -- which question ("run-speedup"), as the page names it
-    question TEXT NOT NULL,       -- its wording when the guess was locked
-    value REAL,                   -- NULL: the learner chose to see the answer without guessing
-    locked_at REAL NOT NULL,
-    fmt TEXT NOT NULL DEFAULT '%g',  -- the page's printf format for the guess and its answer ("%.2fx")
-    answer REAL,                  -- the answer the page revealed for it; NULL: not revealed yet
-    answered_at REAL,
-    answered_by TEXT,             -- where the answer was measured ("your own quick demo", "a reference run ...")
-    PRIMARY KEY (learner_id, question_key)
-);
-"""
-# Columns added after the table first shipped: a file written before them gains them, its guesses kept.
-_ADDED_COLUMNS = {"fmt": "TEXT NOT NULL DEFAULT '%g'", "answer": "REAL", "answered_at": "REAL", "answered_by": "TEXT"}
 _COLUMNS = "question_key, question, value, locked_at, fmt, answer, answered_at, answered_by"
 
 
@@ -60,17 +43,7 @@ class Guess:
 
 class GuessStore:
     def __init__(self, history: HistoryStore):
-        self._history = history
-        with history.connect() as db:
-            db.executescript(_SCHEMA)
-            present = {row["name"] for row in db.execute("PRAGMA table_info(guesses)")}
-            for column, declaration in _ADDED_COLUMNS.items():
-                if column not in present:
-                    try:
-                        db.execute(f"ALTER TABLE guesses ADD COLUMN {column} {declaration}")
-                    except sqlite3.OperationalError as err:  # another process added it first
-                        if "duplicate column" not in str(err):
-                            raise
+        self._history = history  # its file has the guesses table (server/state.py)
 
     def lock(self, learner_id: str, question_key: str, question: str, value: float | None, fmt: str = "%g") -> Guess:
         guess = Guess(question_key, question, None if value is None else float(value), time.time(), fmt)

@@ -15,61 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from server.records import PURPOSE_OF_KIND, JobView
-from trainer.errors import TrainerError
+from server import state
+from server.records import JobView
+from server.state import HistoryError
 from trainer.results import RunResult
 
 log = logging.getLogger(__name__)
-
-SCHEMA_VERSION = 3  # 2: a job's owner is its learner_id; 3: jobs have a purpose (see _migrate)
-BUSY_TIMEOUT_S = 30.0
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY,
-    learner_id TEXT NOT NULL,
-    kind TEXT NOT NULL,
-    purpose TEXT NOT NULL DEFAULT '',  -- what the job is for (server/records.JOB_PURPOSES)
-    label TEXT NOT NULL DEFAULT '',
-    status TEXT NOT NULL,
-    error TEXT,
-    precisions TEXT NOT NULL DEFAULT '',  -- ",fp32,amp-bf16," so a filter can match one name exactly
-    current_run INTEGER NOT NULL DEFAULT 0,
-    spec TEXT NOT NULL,
-    outcomes TEXT NOT NULL DEFAULT '[]',
-    extras TEXT NOT NULL DEFAULT '{}',
-    estimated_total_s REAL,
-    created_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL
-);
-CREATE INDEX IF NOT EXISTS jobs_by_created ON jobs (created_at);
-CREATE INDEX IF NOT EXISTS jobs_by_learner ON jobs (learner_id, purpose);
-CREATE TABLE IF NOT EXISTS runs (  -- successful runs only, one row each, for comparisons and estimates
-    job_id TEXT NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
-    run_index INTEGER NOT NULL,
-    device_type TEXT NOT NULL,
-    precision TEXT NOT NULL,
-    data TEXT NOT NULL,
-    loader TEXT NOT NULL,
-    width INTEGER NOT NULL,
-    batch_size INTEGER NOT NULL,
-    epochs INTEGER NOT NULL,
-    train_images INTEGER NOT NULL,
-    total_time_s REAL NOT NULL,
-    steady_images_per_s REAL,
-    wall_s REAL,
-    created_at REAL NOT NULL,
-    result TEXT NOT NULL,
-    PRIMARY KEY (job_id, run_index)
-);
-CREATE INDEX IF NOT EXISTS runs_by_kind ON runs (device_type, precision, loader, width);
-"""
-
-
-class HistoryError(TrainerError):
-    """The history file cannot be opened, read or written."""
-
 
 @dataclass(frozen=True)
 class RunTiming:
@@ -96,21 +47,27 @@ class HistoryStore:
                 "set AMP_LAB_STATE_DIR to a writable folder"
             ) from None
         with self.connect() as db:
+            self._refuse_unusable(db)  # before anything is written: a file this app must not use stays as it is
             mode = _set_wal(db)
-            # One opener at a time creates or migrates the schema; the others wait for it (busy timeout). A deferred
+            # One opener at a time creates or upgrades the schema; the others wait for it (busy timeout). A deferred
             # transaction would read the schema first and could then be refused the write without waiting.
             db.execute("BEGIN IMMEDIATE")
-            version = db.execute("PRAGMA user_version").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise HistoryError(
-                    f"the history file {self.path} was written by a newer AMP Lab; "
-                    "upgrade the app or set AMP_LAB_STATE_DIR to another folder"
-                )
-            _migrate(db)
-            for statement in filter(str.strip, _SCHEMA.split(";")):
-                db.execute(statement)
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._refuse_unusable(db)  # again, now that no other opener can change it
+            older = state.needs_upgrade(db)
+            if older is not None:
+                # Copied by a second connection, which reads the file as it is while this one holds the write lock.
+                kept = state.keep_before_upgrade(self.path, older)
+                log.warning("upgrading %s from schema %d to %d; a copy from before is %s", self.path, older,
+                            state.SCHEMA_VERSION, kept)
+            if db.execute("PRAGMA user_version").fetchone()[0] < state.SCHEMA_VERSION:
+                state.upgrade(db)
         self.journal_mode = mode
+
+    def _refuse_unusable(self, db: sqlite3.Connection) -> None:
+        problem = state.refusal(db)
+        if problem:
+            raise HistoryError(f"the history file {self.path} {problem}; it is left as it is (AMP_LAB_STATE_DIR "
+                               "set to another folder starts a new one)")
 
     @contextmanager
     def connect(self) -> Iterator[sqlite3.Connection]:
@@ -120,7 +77,7 @@ class HistoryStore:
             # A write takes the write lock when its transaction begins (BEGIN IMMEDIATE), waiting for another writer
             # up to the busy timeout: a deferred transaction that read first could be refused at once instead
             # (SQLITE_BUSY_SNAPSHOT), which six threads writing at once hit here now and then.
-            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
+            db = sqlite3.connect(self.path, timeout=state.BUSY_TIMEOUT_S, isolation_level="IMMEDIATE")
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA foreign_keys = ON")
             db.execute("PRAGMA synchronous = NORMAL")  # safe with WAL; a power cut loses at most the last writes
@@ -286,7 +243,7 @@ class HistoryStore:
 def _set_wal(db: sqlite3.Connection) -> str:
     """Put the file in WAL mode and return the mode it is in. Switching a new file needs it alone for a moment, and
     SQLite answers 'locked' at once, without the busy timeout, while another opener is switching it: try again."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    deadline = time.monotonic() + state.BUSY_TIMEOUT_S
     while True:
         try:
             return db.execute("PRAGMA journal_mode=WAL").fetchone()[0]
@@ -294,19 +251,6 @@ def _set_wal(db: sqlite3.Connection) -> str:
             if "locked" not in str(err) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
-
-
-def _migrate(db: sqlite3.Connection) -> None:
-    """Bring a history file of an earlier schema up to this one, in place, keeping every row."""
-    columns = {row["name"] for row in db.execute("PRAGMA table_info(jobs)")}
-    if "session_id" in columns:  # schema 1 named a job's owner a session
-        db.execute("ALTER TABLE jobs RENAME COLUMN session_id TO learner_id")
-        db.execute("DROP INDEX IF EXISTS jobs_by_session")
-    if columns and "purpose" not in columns:  # schema 3 records what each job is for; older jobs, their kind's
-        db.execute("ALTER TABLE jobs ADD COLUMN purpose TEXT NOT NULL DEFAULT ''")
-        for kind, purpose in PURPOSE_OF_KIND.items():
-            db.execute("UPDATE jobs SET purpose = ? WHERE kind = ?", (purpose, kind))
-        db.execute("DROP INDEX IF EXISTS jobs_by_learner")
 
 
 def _row_limit(limit: int) -> int:

@@ -24,19 +24,6 @@ _ADJECTIVES = ("brisk", "calm", "clever", "curious", "eager", "keen", "lucid", "
 _NOUNS = ("badger", "falcon", "heron", "lynx", "otter", "owl", "panda", "raven", "robin", "seal", "swan",
           "tiger", "wolf", "wren", "yak")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS learners (
-    id TEXT PRIMARY KEY,
-    display_name TEXT NOT NULL,
-    token_hash TEXT UNIQUE,      -- sha256 of the browser's token; NULL for signed-in learners
-    subject TEXT UNIQUE,         -- the identity provider's subject for signed-in learners
-    created_at REAL NOT NULL,
-    sign_in TEXT,                -- signed-in learners: who the provider says they are (an email), for the roster
-    named INTEGER NOT NULL DEFAULT 0  -- 1 once the learner chose a name (or the provider gave one)
-);
-"""
-
-
 @dataclass(frozen=True)
 class Learner:
     id: str  # public: owns jobs, safe to show
@@ -77,13 +64,7 @@ class LearnerStore:
     """Learners in the server's history file (the same SQLite database as the jobs)."""
 
     def __init__(self, history: HistoryStore):
-        self._history = history
-        with history.connect() as db:
-            db.executescript(_SCHEMA)
-            columns = {row["name"] for row in db.execute("PRAGMA table_info(learners)")}
-            for column, kind in (("sign_in", "TEXT"), ("named", "INTEGER NOT NULL DEFAULT 1")):
-                if column not in columns:  # a file from before the roster: its learners keep the names they had
-                    db.execute(f"ALTER TABLE learners ADD COLUMN {column} {kind}")
+        self._history = history  # its file has the learners table (server/state.py)
 
     def create(self, display_name: str | None = None) -> tuple[Learner, str]:
         """A new learner and the private token for their browser (returned here only, never stored)."""

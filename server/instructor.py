@@ -64,14 +64,6 @@ class PasswordGate:
             return False, f"wrong password; the next try is possible in {delay:.0f} s"
 
 
-_SECRET_SCHEMA = """
-CREATE TABLE IF NOT EXISTS server_secret (
-    id INTEGER PRIMARY KEY CHECK (id = 1),
-    secret TEXT NOT NULL  -- signs the instructor's sign-in cookie; never leaves the server
-);
-"""
-
-
 class InstructorPass:
     """The instructor's signed, expiring sign-in, kept in their browser's cookie so that a reload of the projector's
     tab keeps the console: "<expiry>.<HMAC-SHA256 of it>" under a random secret kept in the history file. The
@@ -80,7 +72,6 @@ class InstructorPass:
     def __init__(self, history: HistoryStore, clock: Callable[[], float] = time.time):
         self._clock = clock
         with history.connect() as db:
-            db.executescript(_SECRET_SCHEMA)
             db.execute("INSERT OR IGNORE INTO server_secret (id, secret) VALUES (1, ?)", (secrets.token_hex(32),))
             self._secret = bytes.fromhex(db.execute("SELECT secret FROM server_secret WHERE id = 1").fetchone()[0])
 

@@ -80,7 +80,9 @@ CREATE TABLE kind_policy (id INTEGER PRIMARY KEY CHECK (id = 1), rules TEXT NOT 
 def test_a_server_upgraded_from_three_tables_keeps_its_message_presets_and_kinds(tmp_path):
     path = tmp_path / "history.sqlite3"
     HistoryStore(path)
-    with sqlite3.connect(path) as db:
+    with sqlite3.connect(path) as db:  # the file as schema 3 left it, before the console table
+        db.execute("DROP TABLE console")
+        db.execute("PRAGMA user_version = 3")
         db.executescript(OLD_TABLES)
         db.execute("INSERT INTO class_message VALUES (1, 'Back in 5 minutes', 1700000000.0)")
         db.execute("INSERT INTO presets VALUES (1, 'epochs=1&batch_size=128')")

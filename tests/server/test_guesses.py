@@ -33,10 +33,13 @@ def test_a_guess_keeps_the_answer_the_page_revealed_in_the_pages_own_format(tmp_
 
 def test_a_guesses_table_from_before_answers_gains_them_and_keeps_its_rows(tmp_path):
     history = HistoryStore(tmp_path / "history.sqlite3")
-    with history.connect() as db:
+    with history.connect() as db:  # the file as schema 3 left it, whose guesses table had no answers yet
+        db.execute("DROP TABLE guesses")
         db.execute("CREATE TABLE guesses (learner_id TEXT NOT NULL, question_key TEXT NOT NULL, question TEXT NOT "
                    "NULL, value REAL, locked_at REAL NOT NULL, PRIMARY KEY (learner_id, question_key))")
         db.execute("INSERT INTO guesses VALUES ('ada', 'run-speedup', 'How many times as fast?', 1.5, 1.0)")
+        db.execute("PRAGMA user_version = 3")
+    history = HistoryStore(history.path)  # opening it upgrades it
     store = GuessStore(history)
     GuessStore(history)  # a second opener finds the columns there
     old = store.get("ada", "run-speedup")

@@ -5,8 +5,9 @@ from dataclasses import replace
 
 import pytest
 
-from server.history import SCHEMA_VERSION, HistoryError, HistoryStore
+from server.history import HistoryError, HistoryStore
 from server.records import JobSpec, JobView
+from server.state import SCHEMA_VERSION
 from trainer.config import RunConfig
 from trainer.errors import TrainerError
 from trainer.isolated import RunOutcome
