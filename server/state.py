@@ -1,6 +1,9 @@
 """The state folder's history file (history.sqlite3) as one versioned thing: every store's tables, the schema version
 that names their shape, the way up from each older version, and consistent copies of the file.
 
+    python -m server.state backup [DEST]    a consistent copy while the app runs (SQLite's online backup)
+    python -m server.state restore FILE     a copy put back, after keeping the state it replaces
+
 Schema versions: 1, the first release (jobs and their runs; a job's owner was a session); 2, a job's owner is its
 learner_id; 3, jobs have a purpose; 4, the stores' tables belong to the version too (learners, guesses, the console's
 settings, the server's secret) and the file names itself AMP Lab's (PRAGMA application_id). HistoryStore upgrades an
@@ -10,11 +13,15 @@ newer or a foreign file without changing it.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import shutil
 import sqlite3
+import sys
 import time
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 from server.records import PURPOSE_OF_KIND
@@ -22,7 +29,7 @@ from trainer.errors import TrainerError, one_line
 
 SCHEMA_VERSION = 4
 APPLICATION_ID = 0x414D504C  # "AMPL" in the file's header: this file is AMP Lab's
-BACKUPS = "backups"  # the state folder's copies, one before each upgrade
+BACKUPS = "backups"  # the state folder's copies: before each upgrade, before each restore, and `backup`'s default
 BUSY_TIMEOUT_S = 30.0
 
 _TABLES = """
@@ -110,7 +117,22 @@ _OLD_CONSOLE_TABLES = {
 
 
 class HistoryError(TrainerError):
-    """The history file cannot be opened, read, written or copied."""
+    """The history file cannot be opened, read, written, copied or restored."""
+
+
+@dataclass(frozen=True)
+class Contents:
+    """What a history file holds, in counts."""
+
+    version: int
+    jobs: int
+    results: int  # successful runs, one result each
+    learners: int
+    guesses: int
+
+    def __str__(self) -> str:
+        return (f"schema {self.version}: {self.jobs} jobs, {self.results} results, {self.learners} learners, "
+                f"{self.guesses} guesses")
 
 
 def refusal(db: sqlite3.Connection) -> str | None:
@@ -180,6 +202,45 @@ def copy(source: Path, dest: Path) -> None:
         partial.unlink(missing_ok=True)
 
 
+def contents(path: Path) -> Contents:
+    """What the history file at `path` holds, read without changing it; HistoryError (one line) for a missing,
+    damaged, foreign or newer file."""
+    if not path.is_file():
+        raise HistoryError(f"{path} is not a file")
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            db.row_factory = sqlite3.Row
+            problems = [row[0] for row in db.execute("PRAGMA integrity_check")]
+            if problems != ["ok"]:
+                raise HistoryError(f"{path} is damaged: SQLite's integrity check says {one_line(problems[0], 120)}")
+            problem = refusal(db)
+            if problem or "jobs" not in _tables(db):
+                raise HistoryError(f"{path} {problem or 'is not an AMP Lab history (it has no jobs table)'}")
+            tables = _tables(db)
+            counts = [db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0] if table in tables else 0
+                      for table in ("jobs", "runs", "learners", "guesses")]
+            return Contents(db.execute("PRAGMA user_version").fetchone()[0], *counts)
+    except sqlite3.DatabaseError as err:
+        raise HistoryError(f"{path} is damaged or not an SQLite database ({one_line(err, 120)})") from None
+
+
+def backup(live: Path, dest: Path) -> tuple[Path, Contents]:
+    """A consistent copy of the history file `live` at `dest` (a folder: a dated file in it), checked once written;
+    the copy's path and contents. A copy that fails its check is removed, and HistoryError says why."""
+    if not live.is_file():
+        raise HistoryError(f"there is no history file at {live}: set AMP_LAB_STATE_DIR to the app's state folder")
+    if dest.is_dir():
+        dest = _dated(dest, "history")
+    try:
+        copy(live, dest)
+        return dest, contents(dest)
+    except HistoryError:
+        dest.unlink(missing_ok=True)
+        raise
+    except (sqlite3.Error, OSError) as err:
+        raise HistoryError(f"cannot copy {live} to {dest} ({one_line(err, 120)})") from None
+
+
 def keep_before_upgrade(live: Path, version: int) -> Path:
     """A copy of `live`, a file of schema `version`, in the state folder's backups/, before it is upgraded."""
     kept = _dated(live.parent / BACKUPS, f"history-schema{version}-before-upgrade")
@@ -189,6 +250,32 @@ def keep_before_upgrade(live: Path, version: int) -> Path:
         raise HistoryError(f"cannot keep a copy of {live} before upgrading it from schema {version} "
                            f"({one_line(err, 120)}); nothing was changed") from None
     return kept
+
+
+def restore(saved: Path, live: Path) -> tuple[Contents, Path | None]:
+    """Put the copy `saved` in place of the history file `live`, after keeping the state it replaces in backups/ (for
+    a damaged one, its files moved there as they are). Returns what was restored and where the replaced state went.
+    A missing, damaged, foreign or newer copy is refused (HistoryError, one line) and nothing changes."""
+    restored = contents(saved)
+    kept = None
+    live.parent.mkdir(parents=True, exist_ok=True)
+    if live.exists():
+        kept = _dated(live.parent / BACKUPS, "history-before-restore")
+        try:
+            copy(live, kept)
+        except sqlite3.DatabaseError:  # the state it replaces is damaged: keep its files as they are
+            for suffix in ("", "-wal"):
+                if Path(f"{live}{suffix}").exists():
+                    shutil.move(f"{live}{suffix}", f"{kept}{suffix}")
+            Path(f"{live}-shm").unlink(missing_ok=True)
+    try:
+        with closing(sqlite3.connect(f"{saved.resolve().as_uri()}?mode=ro", uri=True)) as db, \
+                closing(sqlite3.connect(live, timeout=BUSY_TIMEOUT_S)) as out:
+            db.backup(out)  # into the live file under SQLite's locks, so a reader never sees half of it
+    except (sqlite3.Error, OSError) as err:
+        kept_line = f"; the state it was to replace is in {kept}" if kept else ""
+        raise HistoryError(f"cannot restore {saved} into {live} ({one_line(err, 120)}){kept_line}") from None
+    return restored, kept
 
 
 def _statements(script: str) -> list[str]:
@@ -219,3 +306,43 @@ def _dated(folder: Path, stem: str) -> Path:
         number += 1
         path = folder / f"{stem}-{stamp}-{number}.sqlite3"
     return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    from server.settings import Settings  # here: the module itself is imported by every store
+
+    parser = argparse.ArgumentParser(
+        prog="python -m server.state",
+        description="Back up the class's history while the app runs, or restore a backup. The history file is "
+                    "the one the app uses: AMP_LAB_STATE_DIR (or AMP_LAB_CONFIG's state_dir), else ./state.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    save = commands.add_parser("backup", help="write a consistent copy of the history (SQLite's online backup)")
+    save.add_argument("dest", nargs="?",
+                      help=f"a file, or a folder (an existing one, or a path ending in /) for a dated file in it "
+                           f"(default: the state folder's {BACKUPS}/)")
+    put_back = commands.add_parser("restore", help="put a backup in place of the history, keeping the state it "
+                                                   f"replaces in the state folder's {BACKUPS}/ (stop the app first)")
+    put_back.add_argument("file", type=Path, help="a file written by `backup`")
+    args = parser.parse_args(argv)
+    try:
+        live = Settings.from_env().history_path
+        if args.command == "backup":
+            dest = Path(args.dest) if args.dest else live.parent / BACKUPS
+            if not args.dest or args.dest.endswith("/"):
+                dest.mkdir(parents=True, exist_ok=True)
+            path, saved = backup(live, dest)
+            print(f"backed up {live} to {path} ({saved})")
+        else:
+            restored, kept = restore(args.file, live)
+            replaced = f"; the state it replaced is in {kept}" if kept else ""
+            upgrade_note = (f"; the app upgrades it to schema {SCHEMA_VERSION} when it starts"
+                            if restored.version < SCHEMA_VERSION else "")
+            print(f"restored {args.file} into {live} ({restored}){replaced}{upgrade_note}")
+    except TrainerError as err:
+        print(f"amp-lab state: {one_line(err)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
