@@ -2,7 +2,8 @@
 #   make run     create .venv if needed, install requirements.txt (and requirements-test.txt) if changed, start the app
 #                (make run ADDRESS=0.0.0.0 PORT=8080 to serve a class)
 #   make test    same set-up plus requirements-cluster.txt (Ray) and requirements-auth.txt (OIDC sign-in), then
-#                the import layers, unit tests, app tests, the GPU kit's quick CPU run and the browser tests;
+#                the import layers, unit tests, app tests, the GPU kit's quick CPU run, the browser tests and the
+#                deploy tests (the image built, started and restarted: podman, debootstrap, root);
 #                stops at the first failing stage; each stage prints its 15 slowest tests
 #   make test-fast            the inner loop: the import layers and the unit tests not marked slow (under 2 minutes)
 #   make gpu-check            the GPU acceptance kit on this machine's GPU (docs/gpu-check.md), into $OUT where it is
@@ -14,6 +15,10 @@
 #                             H200 runs them: Python 3.12, torch 2.11.0, the kit's wheels, a copy of the carried tree
 #                             (not in make test: the first run downloads several GB into .rehearsal/);
 #                             REHEARSAL_SLOW_START_S=3 make gpu-rehearsal: every fresh Python process 3 s slower
+#   make image                the container image from the Containerfile, with podman (docs/deploy.md): IMAGE names
+#                             it; IMAGE_BASE=local builds on a Debian base made here (deploy/local-base.sh, as root)
+#                             where no registry is reachable; WHEELS=DIR has pip in the build install only the wheels
+#                             this machine's pip puts in DIR (from its cache and indexes), so the build downloads nothing
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -33,12 +38,19 @@ INSTALLED_AUTH := $(VENV)/.installed-requirements-auth.txt
 APP_TESTS := tests/pages
 BROWSER_TESTS := tests/browser
 KIT_TESTS := tests/bench/test_gpu_check.py
-UNIT_TESTS := tests --ignore=$(BROWSER_TESTS) --ignore=$(APP_TESTS) --ignore=$(KIT_TESTS)
+DEPLOY_TESTS := tests/deploy
+UNIT_TESTS := tests --ignore=$(BROWSER_TESTS) --ignore=$(APP_TESTS) --ignore=$(KIT_TESTS) --ignore=$(DEPLOY_TESTS)
 DURATIONS := --durations=15
 GPU_CHECK_OUT ?= $(or $(OUT),artifacts/gpu-check)
 GPU_CHECK_ARGS ?= --device cuda
+IMAGE ?= localhost/amp-lab:latest
+IMAGE_BASE ?= docker.io/library/python:3.11-slim
+LOCAL_BASE := localhost/amp-lab-base:bookworm
+IMAGE_CONTEXT ?= .
+WHEELS ?=
+IMAGE_REQUIREMENTS := requirements.txt requirements-auth.txt
 
-.PHONY: run test test-fast install install-cluster install-auth gpu-check gpu-rehearsal
+.PHONY: run test test-fast install install-cluster install-auth gpu-check gpu-rehearsal image
 
 run: install
 	$(PY) serve.py --server.address $(ADDRESS) --server.port $(PORT)
@@ -56,6 +68,8 @@ test: install install-cluster install-auth
 	GPU_CHECK_OUT=artifacts/gpu-check-cpu $(PYTEST) $(KIT_TESTS) $(DURATIONS)
 	@echo "==> browser tests"
 	$(PYTEST) $(BROWSER_TESTS) $(DURATIONS)
+	@echo "==> deploy tests: the image built, started, training and restarted"
+	$(PYTEST) $(DEPLOY_TESTS) $(DURATIONS)
 	@echo "==> all test suites passed"
 
 test-fast: install install-cluster install-auth
@@ -78,6 +92,22 @@ gpu-check: $(if $(KIT_PY),,install)
 # The .venv is only for downloading the wheels at its versions (bench/gpu_wheels.sh) when .gpu-wheels/ is missing.
 gpu-rehearsal: install
 	bench/gpu_rehearsal.sh
+
+# With WHEELS, this machine's Python 3.11 fetches the image's wheels first, again only when the requirements changed.
+image:
+ifeq ($(IMAGE_BASE),local)
+	@podman image exists $(LOCAL_BASE) || deploy/local-base.sh $(LOCAL_BASE)
+endif
+ifneq ($(WHEELS),)
+	@mkdir -p $(WHEELS)
+	@cat $(IMAGE_REQUIREMENTS) | cmp -s - $(WHEELS)/.requirements || { \
+		echo "==> the image's wheels into $(WHEELS), from this machine's pip"; \
+		$(PYTHON) -m pip download -qq --disable-pip-version-check -d $(WHEELS) $(addprefix -r ,$(IMAGE_REQUIREMENTS)) \
+			&& cat $(IMAGE_REQUIREMENTS) >$(WHEELS)/.requirements; }
+endif
+	podman build --format docker --build-arg BASE=$(if $(filter local,$(IMAGE_BASE)),$(LOCAL_BASE),$(IMAGE_BASE)) \
+		$(if $(WHEELS),--volume $(abspath $(WHEELS)):/wheels:ro --build-arg PIP_OPTIONS="--no-index --find-links /wheels") \
+		--tag $(IMAGE) --file $(IMAGE_CONTEXT)/Containerfile $(IMAGE_CONTEXT)
 
 # $(call install_once,FILE,STAMP,WHAT): pip-install FILE into the venv unless it is unchanged since the last
 # install (STAMP is the copy kept then); WHAT says what it brings.
