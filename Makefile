@@ -3,7 +3,7 @@
 #                (make run ADDRESS=0.0.0.0 PORT=8080 to serve a class)
 #   make test    same set-up plus requirements-cluster.txt (Ray) and requirements-auth.txt (OIDC sign-in), then
 #                the import layers, unit tests, app tests, the GPU kit's quick CPU run, the browser tests and the
-#                deploy tests (the image built, started and restarted: podman, debootstrap, root);
+#                deploy tests (the systemd units; the image built, started and restarted: podman, debootstrap, root);
 #                stops at the first failing stage; each stage prints its 15 slowest tests
 #   make test-fast            the inner loop: the import layers and the unit tests not marked slow (under 2 minutes)
 #   make gpu-check            the GPU acceptance kit on this machine's GPU (docs/gpu-check.md), into $OUT where it is
@@ -19,6 +19,7 @@
 #                             it; IMAGE_BASE=local builds on a Debian base made here (deploy/local-base.sh, as root)
 #                             where no registry is reachable; WHEELS=DIR has pip in the build install only the wheels
 #                             this machine's pip puts in DIR (from its cache and indexes), so the build downloads nothing
+#   sudo make install-service the systemd service from this checkout (deploy/install-service.sh, docs/deploy.md)
 
 PYTHON ?= python3.11
 VENV ?= .venv
@@ -50,7 +51,7 @@ IMAGE_CONTEXT ?= .
 WHEELS ?=
 IMAGE_REQUIREMENTS := requirements.txt requirements-auth.txt
 
-.PHONY: run test test-fast install install-cluster install-auth gpu-check gpu-rehearsal image
+.PHONY: run test test-fast install install-cluster install-auth gpu-check gpu-rehearsal image install-service
 
 run: install
 	$(PY) serve.py --server.address $(ADDRESS) --server.port $(PORT)
@@ -68,7 +69,7 @@ test: install install-cluster install-auth
 	GPU_CHECK_OUT=artifacts/gpu-check-cpu $(PYTEST) $(KIT_TESTS) $(DURATIONS)
 	@echo "==> browser tests"
 	$(PYTEST) $(BROWSER_TESTS) $(DURATIONS)
-	@echo "==> deploy tests: the image built, started, training and restarted"
+	@echo "==> deploy tests: the systemd units, and the image built, started, training and restarted"
 	$(PYTEST) $(DEPLOY_TESTS) $(DURATIONS)
 	@echo "==> all test suites passed"
 
@@ -108,6 +109,9 @@ endif
 	podman build --format docker --build-arg BASE=$(if $(filter local,$(IMAGE_BASE)),$(LOCAL_BASE),$(IMAGE_BASE)) \
 		$(if $(WHEELS),--volume $(abspath $(WHEELS)):/wheels:ro --build-arg PIP_OPTIONS="--no-index --find-links /wheels") \
 		--tag $(IMAGE) --file $(IMAGE_CONTEXT)/Containerfile $(IMAGE_CONTEXT)
+
+install-service:
+	deploy/install-service.sh
 
 # $(call install_once,FILE,STAMP,WHAT): pip-install FILE into the venv unless it is unchanged since the last
 # install (STAMP is the copy kept then); WHAT says what it brings.
