@@ -17,9 +17,10 @@ RECENT_RUNS = 20  # past runs a history estimate looks at, newest first
 # Coarse training throughput (images/s) of the lab's CNN at width 1, data already on the device. Only a starting
 # point for a server with no history yet: real hardware can differ several times over.
 # "cpu-amx": a 2-core AMX Xeon at batch 256 with the trainer's tuned malloc (bench/results, and 45 images/s for
-# amp-fp16 from `python -m trainer run`). "cpu": a 2-core AVX2-only EPYC at batch 64 (README, "Timing quality"),
-# where bf16 is emulated and amp-fp16 gave 13 images/s with other processes on 72% of the cores. "cpu-bf16": a 2-core
-# EPYC with AVX-512 bf16 and no AMX, quiet, `python -m trainer run` with resident data at batch 256 (2026-12-06).
+# amp-fp16 from `python -m trainer run`). "cpu": a 2-core AVX2-only EPYC at batch 64 (bench/README.md, "Timing
+# quality"), where bf16 is emulated and amp-fp16 gave 13 images/s with other processes on 72% of the cores.
+# "cpu-bf16": a 2-core EPYC with AVX-512 bf16 and no AMX, quiet, `python -m trainer run` with resident data at batch
+# 256 (2026-12-06).
 # CUDA figures are rough guesses for a recent GPU.
 COARSE_IMAGES_PER_S = {
     "cpu-amx": {"fp32": 2800.0, "amp-bf16": 3900.0, "amp-fp16": 45.0},

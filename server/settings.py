@@ -15,7 +15,7 @@ from trainer.errors import ConfigError
 CONFIG_FILE_VAR = "AMP_LAB_CONFIG"
 MIN_PASSWORD_CHARS = 12  # there is no default password: an instructor who wants one picks a long one
 
-# Field -> (environment variable, what it means); the README and the app list these rows.
+# Field -> (environment variable, what it means); docs/deploy.md and the app list these rows.
 SETTINGS_HELP = {
     "max_epochs": ("AMP_LAB_MAX_EPOCHS", "most epochs one run may train"),
     "max_batch_size": ("AMP_LAB_MAX_BATCH_SIZE", "largest batch size a learner may pick"),
@@ -167,7 +167,7 @@ class Settings:
         return Path(self.peaks_cache or Path(self.state_dir) / "device-peaks.json").expanduser()
 
     def describe(self) -> list[tuple[str, str, object, str]]:
-        """Rows of (setting, environment variable, current value, meaning) for the README and the app."""
+        """Rows of (setting, environment variable, current value, meaning) for docs/deploy.md and the app."""
         return [(name, var, self._shown(name), meaning) for name, (var, meaning) in SETTINGS_HELP.items()]
 
     def _shown(self, name: str) -> object:

@@ -1,5 +1,5 @@
 """bench/sweep_estimate: each run's estimate is paired with that run's own wall time, and the second sweep is
-estimated from the first sweep's history (the tool behind README's "Sweep estimates" figures)."""
+estimated from the first sweep's history (the tool behind bench/README.md's "Sweep estimates" figures)."""
 
 import time
 from dataclasses import replace

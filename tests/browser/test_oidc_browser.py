@@ -34,7 +34,7 @@ def provider():
 
 
 def auth_secrets(provider: FakeOIDC, path) -> None:
-    """The server's .streamlit/secrets.toml as the README shows it, pointing at the fake provider. Streamlit puts
+    """The server's .streamlit/secrets.toml as docs/deploy.md shows it, pointing at the fake provider. Streamlit puts
     the port it serves on in place of {port}."""
     path.write_text(
         "[auth]\n"

@@ -1,6 +1,6 @@
-"""The class on a two-node Ray cluster started the way an operator would (README, "Beyond one server: Ray"): `ray
-start --head` and a second `ray start --address`, with the token authentication Ray 2.60 turns on for them, on
-this machine's loopback, and the app's `ray_address` pointing at it.
+"""The class on a two-node Ray cluster started the way an operator would (docs/deploy.md, "Beyond one server:
+Ray"): `ray start --head` and a second `ray start --address`, with the token authentication Ray 2.60 turns on for
+them, on this machine's loopback, and the app's `ray_address` pointing at it.
 
 The nodes listen on 127.0.0.2 and 127.0.0.3 (loopback addresses too): Ray replaces 127.0.0.1 with the machine's
 network address when a node may be joined by others, and refuses a second node when told to stay on 127.0.0.1.
