@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A base image for the Containerfile made without any container registry: Debian bookworm (whose python3 is 3.11,
 # as the official python:3.11-slim) with python3 and venv, bootstrapped from Debian's packages and imported into
-# podman. Then: podman build --build-arg BASE=localhost/amp-lab-base:bookworm -t amp-lab .
+# podman. Then: podman build --format docker --build-arg BASE=localhost/amp-lab-base:bookworm -t amp-lab .
 # Needs root, debootstrap and podman; about 300 MB and a minute or two. Usage: deploy/local-base.sh [IMAGE [MIRROR]]
 set -euo pipefail
 IMAGE=${1:-localhost/amp-lab-base:bookworm}
