@@ -12,7 +12,7 @@ from ui.reference import quick_demo_answer, this_machine_class
 from ui.widgets import amp_step_picture, next_link
 
 # The throughput slider per device (low, high, start, step). CPU: from a loaded 2-core EPYC (about 100 images/s, the
-# reference) to a calm 2-core Xeon with AMX (2,864, README's Benchmark). GPU: the small CNN is bound by kernel
+# reference) to a calm 2-core Xeon with AMX (2,864, bench/README.md's benchmark). GPU: the small CNN is bound by kernel
 # launches, about 2 ms a step of 256 (docs/gpu-check.md's estimate), some 130,000 images/s.
 THROUGHPUT_GUESS = {"cpu": (0.0, 3000.0, 1000.0, 25.0), "cuda": (0.0, 200_000.0, 50_000.0, 1000.0)}
 

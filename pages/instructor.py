@@ -231,7 +231,7 @@ with st.form("kinds"):
         st.rerun()
 
 st.subheader("This server's limits")
-st.caption("Read when the app starts, from AMP_LAB_* variables or the TOML file named in AMP_LAB_CONFIG (README, "
-           "\"The instructor's limits\"): change them there and restart the app. Presets above this table cannot "
+st.caption("Read when the app starts, from AMP_LAB_* variables or the TOML file named in AMP_LAB_CONFIG "
+           "(docs/deploy.md, \"The instructor's limits\"): change them there and restart the app. Presets above this table cannot "
            "go past them.")
 st.table(settings_rows(settings), border="horizontal", hide_index=True)  # a static table: the meanings wrap

@@ -4,8 +4,8 @@ the machine meanwhile (other processes' CPU, the hypervisor's steal, other work 
 The loop hands the monitor a synced clock and the image count at fixed step intervals after warm-up; the monitor
 adds CPU accounting from /proc/stat and psutil at the window's two ends. The record it returns is
 RunResult.timing_quality: {"verdict": "steady" | "noisy", "cv": float | None, "reasons": [one line each], ...}.
-The thresholds were measured on this project's 2-core CPU, quiet and with a CPU burner on every core (README,
-"Timing quality").
+The thresholds were measured on this project's 2-core CPU, quiet and with a CPU burner on every core
+(bench/README.md, "Timing quality").
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ import psutil
 MIN_STEPS_TO_TIME = 30  # a run shorter than this is mostly warm-up: its speedup is not a measurement (one place)
 MIN_INTERVALS = 8  # throughput samples a run should have after warm-up; short runs sample more often than log_every
 MIN_INTERVALS_FOR_CV = 3  # fewer than this and the spread is not measured
-# Measured on the project's 2-core CPU (README, "Timing quality"): quiet runs had other processes at 0-3.5% of the
-# cores and a spread of 2-21% (the high end only in 1.7 s windows, whose intervals are three steps long); loaded runs
-# had others at 50-85% but a spread as low as 1%. So the other-CPU share is the test for competing load, and the
-# spread's threshold sits above the quiet machine's worst short window.
+# Measured on the project's 2-core CPU (bench/README.md, "Timing quality"): quiet runs had other processes at 0-3.5%
+# of the cores and a spread of 2-21% (the high end only in 1.7 s windows, whose intervals are three steps long);
+# loaded runs had others at 50-85% but a spread as low as 1%. So the other-CPU share is the test for competing load,
+# and the spread's threshold sits above the quiet machine's worst short window.
 NOISY_CV = 0.25  # per-interval throughput spread (std / mean) above which a run is noisy
 NOISY_OTHER_CPU = 0.15  # share of all cores' time that other processes used during the timed window
 NOISY_STEAL = 0.05  # share of the cores' time the hypervisor gave to other virtual machines

@@ -450,11 +450,19 @@ def test_every_learn_page_shows_the_one_picture_of_an_amp_step_with_its_own_part
     assert texts(app.caption)[0] == highlight_sentence(page)  # right under the picture, naming the page's parts
 
 
-def test_when_amp_pays_draws_the_roofline_on_an_h200_or_on_a_device_this_server_measured(state_dir, app):
+def test_when_amp_pays_draws_the_roofline_on_an_h200_or_on_a_device_this_server_measured(state_dir, app,
+                                                                                          monkeypatch):
     import json
 
-    from trainer.peaks import DevicePeaks
+    import torch
 
+    from trainer.peaks import DevicePeaks, device_key
+
+    # This test's own peaks file, holding this machine too, so that no worker measures it meanwhile.
+    cache = state_dir / "device-peaks.json"
+    monkeypatch.setenv("AMP_LAB_PEAKS_CACHE", str(cache))
+    this_cpu = {device_key(torch.device("cpu")): DevicePeaks("CPU: this machine", "2.14.1").to_dict()}
+    cache.write_text(json.dumps(this_cpu))
     open_page(app, "when_amp_pays")
     assert any(c.proto.spec.count("The lab's layers on this device's roofline") for c in charts(app))
     assert app.selectbox(key="roofline-device").value.startswith("NVIDIA H200 SXM, published")
@@ -464,7 +472,7 @@ def test_when_amp_pays_draws_the_roofline_on_an_h200_or_on_a_device_this_server_
 
     measured = DevicePeaks("CPU: this server", "2.14.1", matmul_tflops={"fp32": 0.2, "bf16": 0.4, "fp16": 0.01},
                            copy_gb_per_s=20.0, launch_us=3.0)
-    (state_dir / "device-peaks.json").write_text(json.dumps({"cpu": measured.to_dict()}))
+    cache.write_text(json.dumps({**this_cpu, "cpu": measured.to_dict()}))
     open_page(app, "when_amp_pays")
     here = "CPU: this server, measured here (torch 2.14.1)"
     assert here in app.selectbox(key="roofline-device").options
