@@ -557,7 +557,10 @@ class Kit:
         if not files:
             return "failed", f"no test file under {_repo_relative(self.tests_dir)} holds a CUDA-only test"
         junit, log = self.work / "cuda-tests.xml", self.work / "cuda-tests.jsonl"
-        args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only",
+        # pytest would root node ids at the common parent of the tests and the working directory: "/tmp" for a
+        # checkout under /tmp. Rooting them here keeps them the same wherever the repository lives.
+        root = REPO_ROOT if Path(self.tests_dir).resolve().is_relative_to(REPO_ROOT) else Path(self.tests_dir)
+        args = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "bench.cuda_only", f"--rootdir={root}",
                 "--continue-on-collection-errors", f"--junitxml={junit}", "--cuda-only-log", str(log),
                 *per_test_timeout(self.plan.test_timeout_s), *files]
         record.count(processes=1)
